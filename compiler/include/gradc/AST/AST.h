@@ -1,0 +1,394 @@
+//===- AST.h - Syntax tree of a .grad file ----------------------*- C++ -*-===//
+//
+// The parser builds these nodes; Sema annotates them in place (types,
+// resolved callees, the gradient rule chosen for each op) and IRGen lowers
+// them. Every node carries its source range. Nodes use LLVM-style RTTI:
+// a Kind enum and classof, so `isa<CallExpr>(e)` and `dyn_cast` work.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_AST_AST_H
+#define GRADC_AST_AST_H
+
+#include "gradc/Basic/SourceManager.h"
+#include "gradc/Ops/Attr.h"
+#include "gradc/Ops/OpTable.h"
+#include "gradc/Ops/Types.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Casting.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradc::ast {
+
+class FnDecl;
+class RuleDecl;
+
+/// An identifier with where it was written.
+struct Ident {
+  std::string name;
+  SourceRange range;
+};
+
+//===----------------------------------------------------------------------===//
+// Types as written
+//===----------------------------------------------------------------------===//
+
+/// One dimension as written: `3` or `N`.
+struct DimExpr {
+  Dim dim;
+  SourceRange range;
+};
+
+/// `f32`, `f32[2, N]`.
+struct TypeExpr {
+  DType dtype = DType::F32;
+  std::vector<DimExpr> dims;
+  SourceRange range;
+
+  TensorType toType() const;
+};
+
+//===----------------------------------------------------------------------===//
+// What Sema computes for an expression
+//===----------------------------------------------------------------------===//
+
+/// The type of an expression: a tensor, a list of tensors (a list literal,
+/// `unstack`'s result) or a tuple (a call of a function with several
+/// results). Tuples and lists are resolved into separate values by IRGen.
+struct ValueType {
+  enum Kind { Unknown, Tensor, List, Tuple };
+  Kind kind = Unknown;
+  TensorType tensor;                  // when kind == Tensor
+  std::vector<TensorType> elements;   // when kind == List or Tuple
+
+  static ValueType ofTensor(TensorType t) {
+    ValueType v;
+    v.kind = Tensor;
+    v.tensor = std::move(t);
+    return v;
+  }
+  bool isTensor() const { return kind == Tensor; }
+  bool isKnown() const { return kind != Unknown; }
+  std::string str() const;
+};
+
+struct RuleInstance;
+
+/// Which gradient rule an op (or a call of a @custom_grad function) uses,
+/// when an annotation chose it.
+struct RuleChoice {
+  const RuleInstance *instance = nullptr; ///< null: the built-in rule
+  SourceRange annotation; ///< the @override or @custom_grad that chose it
+};
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+class Expr {
+public:
+  enum class Kind { Number, Bool, Name, Unary, Binary, Call, List, Tuple, Index };
+
+  virtual ~Expr();
+  Kind getKind() const { return kind; }
+  SourceRange getRange() const { return range; }
+  SourceLoc getLoc() const { return range.begin; }
+
+  /// Set by Sema.
+  ValueType type;
+
+protected:
+  Expr(Kind kind, SourceRange range) : kind(kind), range(range) {}
+
+private:
+  Kind kind;
+  SourceRange range;
+};
+
+using ExprPtr = std::unique_ptr<Expr>;
+
+/// `2`, `0.5`, `1e-3`. A literal takes the floating type of the tensor it
+/// meets, so Sema gives it a type only from its context.
+class NumberExpr : public Expr {
+public:
+  NumberExpr(SourceRange r, double value, bool isInteger)
+      : Expr(Kind::Number, r), value(value), isInteger(isInteger) {}
+  double value;
+  bool isInteger; ///< written without '.' or exponent
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Number; }
+};
+
+class BoolExpr : public Expr {
+public:
+  BoolExpr(SourceRange r, bool value) : Expr(Kind::Bool, r), value(value) {}
+  bool value;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Bool; }
+};
+
+/// A parameter, a `let` name, or (as an argument) a size name.
+class NameExpr : public Expr {
+public:
+  NameExpr(SourceRange r, std::string name)
+      : Expr(Kind::Name, r), name(std::move(name)) {}
+  std::string name;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Name; }
+};
+
+/// `-x`, lowered to the op `neg`.
+class UnaryExpr : public Expr {
+public:
+  UnaryExpr(SourceRange r, SourceLoc opLoc, ExprPtr operand)
+      : Expr(Kind::Unary, r), opLoc(opLoc), operand(std::move(operand)) {}
+  SourceLoc opLoc;
+  ExprPtr operand;
+  RuleChoice rule; ///< Set by Sema.
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Unary; }
+};
+
+enum class BinaryOp { Add, Sub, Mul, Div, MatMul, Lt, Le, Gt, Ge, Eq, Ne };
+
+/// The op behind a binary operator: `+` is `add`, `@` is `matmul`.
+OpKind getBinaryOpKind(BinaryOp op);
+llvm::StringRef getBinaryOpSpelling(BinaryOp op);
+
+class BinaryExpr : public Expr {
+public:
+  BinaryExpr(SourceRange r, BinaryOp op, SourceLoc opLoc, ExprPtr lhs,
+             ExprPtr rhs)
+      : Expr(Kind::Binary, r), op(op), opLoc(opLoc), lhs(std::move(lhs)),
+        rhs(std::move(rhs)) {}
+  BinaryOp op;
+  SourceLoc opLoc;
+  ExprPtr lhs, rhs;
+  RuleChoice rule; ///< Set by Sema.
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Binary; }
+};
+
+/// `name = value` in a call.
+struct KeywordArg {
+  Ident name;
+  ExprPtr value;
+};
+
+/// `f(x, axis = 1)`: a built-in op, a function of the file, or a generated
+/// `NAME_grad`.
+class CallExpr : public Expr {
+public:
+  CallExpr(SourceRange r, Ident callee) : Expr(Kind::Call, r),
+                                          callee(std::move(callee)) {}
+  Ident callee;
+  std::vector<ExprPtr> args;
+  std::vector<KeywordArg> keywordArgs;
+
+  // Set by Sema: exactly one of `op` and `fn` is set on a checked call.
+  const OpInfo *op = nullptr; ///< a built-in op
+  const FnDecl *fn = nullptr; ///< a function of the file ...
+  bool callsGrad = false;     ///< ... or its generated NAME_grad
+  /// For an op: the tensor operands (for a variadic op, the list's
+  /// elements are in `args[0]`) and the normalised attributes.
+  AttrList attrs;
+  RuleChoice rule;
+
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Call; }
+};
+
+/// `[a, b]`: a list of tensors, for `stack`, `concat` and rule results.
+class ListExpr : public Expr {
+public:
+  ListExpr(SourceRange r) : Expr(Kind::List, r) {}
+  std::vector<ExprPtr> elements;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::List; }
+};
+
+/// `(a, b)`: only as the value of a `return`.
+class TupleExpr : public Expr {
+public:
+  TupleExpr(SourceRange r) : Expr(Kind::Tuple, r) {}
+  std::vector<ExprPtr> elements;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Tuple; }
+};
+
+/// `parts[0]`: a constant index into a list or tuple (negative counts from
+/// the end).
+class IndexExpr : public Expr {
+public:
+  IndexExpr(SourceRange r, ExprPtr base, int64_t index, SourceRange indexRange)
+      : Expr(Kind::Index, r), base(std::move(base)), index(index),
+        indexRange(indexRange) {}
+  ExprPtr base;
+  int64_t index;
+  SourceRange indexRange;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Index; }
+};
+
+//===----------------------------------------------------------------------===//
+// Annotations
+//===----------------------------------------------------------------------===//
+
+/// One argument of an annotation: `a` in `@grad(a, b)`, `stack = first_only`
+/// in `@override(...)`.
+struct AnnotationArg {
+  std::optional<Ident> key; ///< `stack` in `stack = first_only`
+  Ident value;
+  SourceRange range;
+};
+
+/// `@grad`, `@grad(a, b)`, `@override(op = rule)`, `@custom_grad(rule)`,
+/// and whatever other names the parser sees (Sema rejects unknown ones).
+struct Annotation {
+  Ident name;
+  bool hasParens = false;
+  std::vector<AnnotationArg> args;
+  SourceRange range;
+};
+
+//===----------------------------------------------------------------------===//
+// Statements
+//===----------------------------------------------------------------------===//
+
+class Stmt {
+public:
+  enum class Kind { Let, Return };
+  virtual ~Stmt();
+  Kind getKind() const { return kind; }
+  SourceRange getRange() const { return range; }
+  SourceLoc getLoc() const { return range.begin; }
+
+protected:
+  Stmt(Kind kind, SourceRange range) : kind(kind), range(range) {}
+
+private:
+  Kind kind;
+  SourceRange range;
+};
+
+using StmtPtr = std::unique_ptr<Stmt>;
+
+/// `let h = e`, `let h: f32[B, 128] = e`, `let (a, b) = f(x)`.
+class LetStmt : public Stmt {
+public:
+  LetStmt(SourceRange r) : Stmt(Kind::Let, r) {}
+  std::vector<Annotation> annotations;
+  std::vector<Ident> names; ///< several when destructuring
+  bool destructures = false;
+  std::optional<TypeExpr> declaredType;
+  ExprPtr value;
+  static bool classof(const Stmt *s) { return s->getKind() == Kind::Let; }
+};
+
+/// `return e`, `return (a, b)`, `return [a, b]` (in a rule).
+class ReturnStmt : public Stmt {
+public:
+  ReturnStmt(SourceRange r, ExprPtr value)
+      : Stmt(Kind::Return, r), value(std::move(value)) {}
+  ExprPtr value;
+  static bool classof(const Stmt *s) { return s->getKind() == Kind::Return; }
+};
+
+//===----------------------------------------------------------------------===//
+// Declarations
+//===----------------------------------------------------------------------===//
+
+/// A parameter: typed in a `fn`, untyped in a `rule` or `grad` block.
+struct Param {
+  Ident name;
+  std::optional<TypeExpr> type;
+};
+
+/// `grad(dy) { ... }` after a function body.
+struct GradBlock {
+  std::vector<Param> params; ///< one cotangent per result
+  std::vector<StmtPtr> body;
+  SourceRange range;
+};
+
+class Decl {
+public:
+  enum class Kind { Fn, Rule };
+  virtual ~Decl();
+  Kind getKind() const { return kind; }
+  SourceRange getRange() const { return range; }
+
+  std::vector<Annotation> annotations;
+  Ident name;
+  std::vector<Param> params;
+  std::vector<StmtPtr> body;
+
+protected:
+  Decl(Kind kind, SourceRange range) : kind(kind), range(range) {}
+
+private:
+  Kind kind;
+  SourceRange range;
+};
+
+/// `fn name(p: type, ...) -> type { ... }`, optionally `grad(dy) { ... }`.
+class FnDecl : public Decl {
+public:
+  FnDecl(SourceRange r) : Decl(Kind::Fn, r) {}
+  std::vector<TypeExpr> results;
+  bool returnsTuple = false; ///< `-> (a, b)`, even with one element
+  std::optional<GradBlock> gradBlock;
+  SourceRange signatureRange; ///< from `fn` to the result type
+
+  // Set by Sema.
+  bool wantsGrad = false;                   ///< has @grad
+  std::vector<unsigned> gradParams;         ///< indices differentiated
+  /// @custom_grad(rule) or an inline grad block: calls of this function
+  /// use this rule; its body is never differentiated.
+  const RuleInstance *customGrad = nullptr;
+  std::vector<TensorType> paramTypes;
+  std::vector<TensorType> resultTypes;
+
+  static bool classof(const Decl *d) { return d->getKind() == Kind::Fn; }
+};
+
+/// `rule name(in1, ..., out, dout) { ... }`.
+class RuleDecl : public Decl {
+public:
+  RuleDecl(SourceRange r) : Decl(Kind::Rule, r) {}
+  static bool classof(const Decl *d) { return d->getKind() == Kind::Rule; }
+};
+
+using DeclPtr = std::unique_ptr<Decl>;
+
+/// A gradient rule checked at one use: a `rule` used by an @override or a
+/// @custom_grad, or an inline `grad` block. Sema types a copy of the body
+/// for the operand and result types at that use (a rule is generic; each
+/// use may have other shapes), and IRGen lowers each instance into one IR
+/// function that takes the operands, the results and their cotangents and
+/// returns one cotangent per operand.
+struct RuleInstance {
+  std::string name;                ///< unique in the module: `first_only.1`
+  const RuleDecl *rule = nullptr;  ///< null for an inline grad block
+  const FnDecl *gradBlockOf = nullptr; ///< the fn of an inline grad block
+  SourceRange useRange;            ///< the op or call it serves
+  /// One parameter per rule parameter, typed (a list for a list operand).
+  std::vector<Ident> paramNames;
+  std::vector<ValueType> paramTypes;
+  /// The typed copy of the body; returns one cotangent per operand.
+  std::vector<StmtPtr> body;
+  /// The cotangent types it returns, flattened (a list operand's elements
+  /// one by one), in operand order.
+  std::vector<TensorType> resultTypes;
+};
+
+/// A whole .grad file.
+struct Module {
+  std::vector<DeclPtr> decls;
+  SourceLoc bufferStart;
+  /// Made by Sema, in the order of first use.
+  std::vector<std::unique_ptr<RuleInstance>> ruleInstances;
+
+  const FnDecl *findFn(llvm::StringRef name) const;
+  const RuleDecl *findRule(llvm::StringRef name) const;
+};
+
+} // namespace gradc::ast
+
+#endif // GRADC_AST_AST_H

@@ -1,0 +1,86 @@
+//===- Types.h - Element types, shapes and tensor types ---------*- C++ -*-===//
+//
+// The type system shared by every phase: a tensor type is an element type
+// and a shape whose dimensions are either known sizes or size names (`N`)
+// that are bound when a function is called.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_OPS_TYPES_H
+#define GRADC_OPS_TYPES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gradc {
+
+enum class DType : uint8_t { F32, F64, I32, Bool };
+
+llvm::StringRef dtypeName(DType t);
+std::optional<DType> parseDType(llvm::StringRef name);
+inline bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+inline bool isNumeric(DType t) { return t != DType::Bool; }
+
+/// One dimension: a known size, or a size name bound at the call.
+class Dim {
+public:
+  Dim() = default;
+  static Dim known(int64_t size) {
+    Dim d;
+    d.size = size;
+    return d;
+  }
+  static Dim named(llvm::StringRef name) {
+    Dim d;
+    d.name = name.str();
+    return d;
+  }
+  bool isKnown() const { return name.empty(); }
+  bool isNamed() const { return !name.empty(); }
+  int64_t getSize() const { return size; }
+  llvm::StringRef getName() const { return name; }
+  bool operator==(const Dim &o) const {
+    return size == o.size && name == o.name;
+  }
+  bool operator!=(const Dim &o) const { return !(*this == o); }
+  std::string str() const;
+
+private:
+  int64_t size = 0;
+  std::string name; // empty for a known size
+};
+
+using Shape = llvm::SmallVector<Dim, 4>;
+
+/// "[2, N]"; "[]" for a scalar.
+std::string shapeStr(llvm::ArrayRef<Dim> shape);
+
+/// Number of elements when every dimension is known.
+std::optional<int64_t> knownNumElements(llvm::ArrayRef<Dim> shape);
+
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  TensorType() = default;
+  TensorType(DType dtype, llvm::ArrayRef<Dim> shape = {})
+      : dtype(dtype), shape(shape.begin(), shape.end()) {}
+
+  unsigned getRank() const { return shape.size(); }
+  bool isScalar() const { return shape.empty(); }
+  bool operator==(const TensorType &o) const {
+    return dtype == o.dtype && shape == o.shape;
+  }
+  bool operator!=(const TensorType &o) const { return !(*this == o); }
+  /// "f32[2, N]", or "f32" for a scalar: the language's own spelling.
+  std::string str() const;
+};
+
+} // namespace gradc
+
+#endif // GRADC_OPS_TYPES_H

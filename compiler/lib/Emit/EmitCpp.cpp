@@ -1,0 +1,3 @@
+//===- EmitCpp.cpp - STUB: to be written ---------------------------------===//
+
+namespace gradc {}

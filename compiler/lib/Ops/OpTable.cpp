@@ -1,0 +1,849 @@
+//===- OpTable.cpp - The one table of built-in ops ------------------------===//
+//
+// One row per op of Ops.def: operands, attributes, differentiability and a
+// function that checks operand types and computes result types. Shapes may
+// contain size names; a size name is only known to equal itself, so
+// broadcasting `N` against `M` is an error even though the two might be
+// equal at run time (gradc prefers a clear static error to a run-time one).
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Ops/OpTable.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+using namespace gradc;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Helpers for the inference functions
+//===----------------------------------------------------------------------===//
+
+bool fail(OpTypeError &error, diag::ID id,
+          std::initializer_list<std::string> args) {
+  error.id = id;
+  error.args.assign(args.begin(), args.end());
+  return false;
+}
+
+/// Resolves a possibly negative axis against `rank`; false if out of range.
+bool normalizeAxis(int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return false;
+  if (axis < 0)
+    axis += rank;
+  return true;
+}
+
+bool checkFloat(llvm::StringRef op, const TensorType &t, OpTypeError &error) {
+  if (isFloat(t.dtype))
+    return true;
+  return fail(error, diag::err_op_needs_float, {op.str(), t.str()});
+}
+
+bool checkNumeric(llvm::StringRef op, const TensorType &t,
+                  OpTypeError &error) {
+  if (isNumeric(t.dtype))
+    return true;
+  return fail(error, diag::err_op_needs_numeric, {op.str(), t.str()});
+}
+
+bool checkSameDType(llvm::StringRef op, const TensorType &a,
+                    const TensorType &b, OpTypeError &error) {
+  if (a.dtype == b.dtype)
+    return true;
+  return fail(error, diag::err_op_dtype_mismatch, {op.str(), a.str(), b.str()});
+}
+
+/// Broadcasts every operand's shape together.
+bool broadcastAll(llvm::StringRef op, llvm::ArrayRef<TensorType> operands,
+                  Shape &result, OpTypeError &error) {
+  result = operands.front().shape;
+  for (const TensorType &t : operands.drop_front()) {
+    std::optional<Shape> s = broadcastShapes(result, t.shape);
+    if (!s)
+      return fail(error, diag::err_op_broadcast,
+                  {shapeStr(result), shapeStr(t.shape), op.str()});
+    result = *s;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Inference functions, one per family of ops
+//===----------------------------------------------------------------------===//
+
+/// identity, stop_gradient, zeros_like, ones_like: any type, same result.
+bool inferSameAny(llvm::ArrayRef<TensorType> ops, AttrList &,
+                  llvm::SmallVectorImpl<TensorType> &results, OpTypeError &) {
+  results.push_back(ops[0]);
+  return true;
+}
+
+template <OpKind K>
+bool inferSameFloat(llvm::ArrayRef<TensorType> ops, AttrList &,
+                    llvm::SmallVectorImpl<TensorType> &results,
+                    OpTypeError &error) {
+  if (!checkFloat(getOpName(K), ops[0], error))
+    return false;
+  results.push_back(ops[0]);
+  return true;
+}
+
+template <OpKind K>
+bool inferSameNumeric(llvm::ArrayRef<TensorType> ops, AttrList &,
+                      llvm::SmallVectorImpl<TensorType> &results,
+                      OpTypeError &error) {
+  if (!checkNumeric(getOpName(K), ops[0], error))
+    return false;
+  results.push_back(ops[0]);
+  return true;
+}
+
+/// add, sub, mul, div, maximum, minimum (numeric) and pow (float).
+template <OpKind K, bool FloatOnly>
+bool inferArith(llvm::ArrayRef<TensorType> ops, AttrList &,
+                llvm::SmallVectorImpl<TensorType> &results,
+                OpTypeError &error) {
+  llvm::StringRef name = getOpName(K);
+  for (const TensorType &t : ops)
+    if (FloatOnly ? !checkFloat(name, t, error)
+                  : !checkNumeric(name, t, error))
+      return false;
+  if (!checkSameDType(name, ops[0], ops[1], error))
+    return false;
+  Shape shape;
+  if (!broadcastAll(name, ops, shape, error))
+    return false;
+  results.push_back(TensorType(ops[0].dtype, shape));
+  return true;
+}
+
+/// less ... not_equal: same element types, a bool result. Ordering
+/// comparisons need numbers; equality works on bool too.
+template <OpKind K, bool Ordering>
+bool inferCompare(llvm::ArrayRef<TensorType> ops, AttrList &,
+                  llvm::SmallVectorImpl<TensorType> &results,
+                  OpTypeError &error) {
+  llvm::StringRef name = getOpName(K);
+  if (Ordering && !checkNumeric(name, ops[0], error))
+    return false;
+  if (!checkSameDType(name, ops[0], ops[1], error))
+    return false;
+  Shape shape;
+  if (!broadcastAll(name, ops, shape, error))
+    return false;
+  results.push_back(TensorType(DType::Bool, shape));
+  return true;
+}
+
+bool inferSelect(llvm::ArrayRef<TensorType> ops, AttrList &,
+                 llvm::SmallVectorImpl<TensorType> &results,
+                 OpTypeError &error) {
+  if (ops[0].dtype != DType::Bool)
+    return fail(error, diag::err_op_select_cond, {ops[0].str()});
+  if (!checkSameDType("select", ops[1], ops[2], error))
+    return false;
+  Shape shape;
+  if (!broadcastAll("select", ops, shape, error))
+    return false;
+  results.push_back(TensorType(ops[1].dtype, shape));
+  return true;
+}
+
+bool inferClip(llvm::ArrayRef<TensorType> ops, AttrList &,
+               llvm::SmallVectorImpl<TensorType> &results,
+               OpTypeError &error) {
+  for (const TensorType &t : ops)
+    if (!checkNumeric("clip", t, error))
+      return false;
+  if (!checkSameDType("clip", ops[0], ops[1], error) ||
+      !checkSameDType("clip", ops[0], ops[2], error))
+    return false;
+  Shape shape;
+  if (!broadcastAll("clip", ops, shape, error))
+    return false;
+  results.push_back(TensorType(ops[0].dtype, shape));
+  return true;
+}
+
+/// Reads the `axis` attribute of a reduction into a sorted list of
+/// non-negative axes; absent means every axis.
+bool normalizeAxes(llvm::StringRef op, AttrList &attrs, int64_t rank,
+                   OpTypeError &error) {
+  std::vector<int64_t> axes;
+  if (const AttrValue *v = attrs.find("axis")) {
+    if (const int64_t *one = std::get_if<int64_t>(v))
+      axes.push_back(*one);
+    else if (const auto *many = std::get_if<std::vector<int64_t>>(v))
+      axes = *many;
+  } else {
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int64_t &a : axes) {
+    int64_t original = a;
+    if (!normalizeAxis(a, rank))
+      return fail(error, diag::err_op_axis_range,
+                  {std::to_string(original), op.str(), std::to_string(rank)});
+  }
+  std::sort(axes.begin(), axes.end());
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] == axes[i - 1])
+      return fail(error, diag::err_op_axis_duplicate,
+                  {std::to_string(axes[i]), op.str()});
+  attrs.set("axis", axes);
+  if (!attrs.has("keepdims"))
+    attrs.set("keepdims", false);
+  return true;
+}
+
+template <OpKind K, bool FloatOnly>
+bool inferReduce(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                 llvm::SmallVectorImpl<TensorType> &results,
+                 OpTypeError &error) {
+  llvm::StringRef name = getOpName(K);
+  if (FloatOnly ? !checkFloat(name, ops[0], error)
+                : !checkNumeric(name, ops[0], error))
+    return false;
+  if (!normalizeAxes(name, attrs, ops[0].getRank(), error))
+    return false;
+  const std::vector<int64_t> &axes = attrs.getInts("axis");
+  bool keepdims = attrs.getBool("keepdims");
+  TensorType result(ops[0].dtype);
+  for (unsigned i = 0; i < ops[0].getRank(); ++i) {
+    bool reduced = llvm::is_contained(axes, int64_t(i));
+    if (!reduced)
+      result.shape.push_back(ops[0].shape[i]);
+    else if (keepdims)
+      result.shape.push_back(Dim::known(1));
+  }
+  results.push_back(result);
+  return true;
+}
+
+/// softmax, log_softmax: one axis (default -1), same type.
+template <OpKind K>
+bool inferSoftmax(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                  llvm::SmallVectorImpl<TensorType> &results,
+                  OpTypeError &error) {
+  llvm::StringRef name = getOpName(K);
+  if (!checkFloat(name, ops[0], error))
+    return false;
+  int64_t rank = ops[0].getRank();
+  if (rank == 0)
+    return fail(error, diag::err_op_rank, {name.str(), "1", ops[0].str()});
+  int64_t axis = attrs.has("axis") ? attrs.getInt("axis") : -1;
+  int64_t original = axis;
+  if (!normalizeAxis(axis, rank))
+    return fail(error, diag::err_op_axis_range,
+                {std::to_string(original), name.str(), std::to_string(rank)});
+  attrs.set("axis", axis);
+  results.push_back(ops[0]);
+  return true;
+}
+
+bool sameDim(const Dim &a, const Dim &b) { return a == b; }
+
+/// NumPy matmul: vectors are promoted (and the added axis removed again),
+/// batch dimensions broadcast.
+bool inferMatMul(llvm::ArrayRef<TensorType> ops, AttrList &,
+                 llvm::SmallVectorImpl<TensorType> &results,
+                 OpTypeError &error) {
+  const TensorType &a = ops[0], &b = ops[1];
+  if (!checkNumeric("matmul", a, error) || !checkNumeric("matmul", b, error) ||
+      !checkSameDType("matmul", a, b, error))
+    return false;
+  if (a.isScalar() || b.isScalar())
+    return fail(error, diag::err_op_matmul_scalar,
+                {(a.isScalar() ? a : b).str()});
+  Shape as = a.shape, bs = b.shape;
+  bool aVector = as.size() == 1, bVector = bs.size() == 1;
+  if (aVector)
+    as.insert(as.begin(), Dim::known(1));
+  if (bVector)
+    bs.push_back(Dim::known(1));
+  const Dim &k1 = as[as.size() - 1], &k2 = bs[bs.size() - 2];
+  if (!sameDim(k1, k2))
+    return fail(error, diag::err_op_matmul_shapes,
+                {shapeStr(a.shape), shapeStr(b.shape)});
+  llvm::ArrayRef<Dim> aBatch = llvm::ArrayRef(as).drop_back(2);
+  llvm::ArrayRef<Dim> bBatch = llvm::ArrayRef(bs).drop_back(2);
+  std::optional<Shape> batch = broadcastShapes(aBatch, bBatch);
+  if (!batch)
+    return fail(error, diag::err_op_matmul_shapes,
+                {shapeStr(a.shape), shapeStr(b.shape)});
+  Shape shape = *batch;
+  if (!aVector)
+    shape.push_back(as[as.size() - 2]);
+  if (!bVector)
+    shape.push_back(bs[bs.size() - 1]);
+  results.push_back(TensorType(a.dtype, shape));
+  return true;
+}
+
+bool inferTranspose(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                    llvm::SmallVectorImpl<TensorType> &results,
+                    OpTypeError &error) {
+  int64_t rank = ops[0].getRank();
+  std::vector<int64_t> perm;
+  if (attrs.has("perm")) {
+    perm = attrs.getInts("perm");
+  } else {
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  std::vector<int64_t> sorted = perm;
+  for (int64_t &p : sorted)
+    if (p < 0)
+      p += rank;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> identity(rank);
+  std::iota(identity.begin(), identity.end(), 0);
+  if (sorted != identity)
+    return fail(error, diag::err_op_perm,
+                {attrValueStr(perm), ops[0].str()});
+  for (int64_t &p : perm)
+    if (p < 0)
+      p += rank;
+  attrs.set("perm", perm);
+  TensorType result(ops[0].dtype);
+  for (int64_t p : perm)
+    result.shape.push_back(ops[0].shape[p]);
+  results.push_back(result);
+  return true;
+}
+
+/// An element count as a monomial: a known factor times a product of size
+/// names, so that reshape can check `[N, 28, 28]` -> `[N, 784]` statically.
+struct Monomial {
+  int64_t factor = 1;
+  std::map<std::string, int> names;
+
+  void multiply(const Dim &d) {
+    if (d.isKnown())
+      factor *= d.getSize();
+    else
+      ++names[d.getName().str()];
+  }
+  bool operator==(const Monomial &o) const {
+    return factor == o.factor && names == o.names;
+  }
+};
+
+bool inferReshape(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                  llvm::SmallVectorImpl<TensorType> &results,
+                  OpTypeError &error) {
+  Shape target = attrs.getShape("shape");
+  Monomial from, to;
+  for (const Dim &d : ops[0].shape)
+    from.multiply(d);
+  int inferred = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i].isKnown() && target[i].getSize() == -1) {
+      if (inferred != -1)
+        return fail(error, diag::err_op_reshape_infer,
+                    {ops[0].str(), shapeStr(target)});
+      inferred = i;
+      continue;
+    }
+    if (target[i].isKnown() && target[i].getSize() < 0)
+      return fail(error, diag::err_op_reshape_count,
+                  {ops[0].str(), shapeStr(target)});
+    to.multiply(target[i]);
+  }
+  if (inferred != -1) {
+    // from = to * x: x must be a known size or a single size name.
+    Monomial rest = from;
+    for (auto &[name, count] : to.names) {
+      if (rest.names[name] < count)
+        return fail(error, diag::err_op_reshape_infer,
+                    {ops[0].str(), shapeStr(target)});
+      rest.names[name] -= count;
+    }
+    std::erase_if(rest.names, [](const auto &p) { return p.second == 0; });
+    if (to.factor == 0 || rest.factor % to.factor != 0)
+      return fail(error, diag::err_op_reshape_infer,
+                  {ops[0].str(), shapeStr(target)});
+    int64_t factor = rest.factor / to.factor;
+    if (rest.names.empty())
+      target[inferred] = Dim::known(factor);
+    else if (factor == 1 && rest.names.size() == 1 &&
+             rest.names.begin()->second == 1)
+      target[inferred] = Dim::named(rest.names.begin()->first);
+    else
+      return fail(error, diag::err_op_reshape_infer,
+                  {ops[0].str(), shapeStr(target)});
+    to.multiply(target[inferred]);
+  }
+  if (!(from == to))
+    return fail(error, diag::err_op_reshape_count,
+                {ops[0].str(), shapeStr(target)});
+  attrs.set("shape", target);
+  results.push_back(TensorType(ops[0].dtype, target));
+  return true;
+}
+
+bool inferBroadcastTo(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                      llvm::SmallVectorImpl<TensorType> &results,
+                      OpTypeError &error) {
+  const Shape &target = attrs.getShape("shape");
+  std::optional<Shape> s = broadcastShapes(ops[0].shape, target);
+  if (!s || *s != target)
+    return fail(error, diag::err_op_broadcast_to,
+                {ops[0].str(), shapeStr(target)});
+  results.push_back(TensorType(ops[0].dtype, target));
+  return true;
+}
+
+bool checkSameTypes(llvm::StringRef op, llvm::ArrayRef<TensorType> ops,
+                    OpTypeError &error) {
+  if (ops.empty())
+    return fail(error, diag::err_op_empty_list, {op.str()});
+  for (const TensorType &t : ops.drop_front())
+    if (t != ops[0])
+      return fail(error, diag::err_op_list_types, {op.str(), ops[0].str(),
+                                                   t.str()});
+  return true;
+}
+
+bool readAxis(llvm::StringRef op, AttrList &attrs, int64_t rank,
+              int64_t &axis, OpTypeError &error) {
+  axis = attrs.has("axis") ? attrs.getInt("axis") : 0;
+  int64_t original = axis;
+  if (!normalizeAxis(axis, rank))
+    return fail(error, diag::err_op_axis_range,
+                {std::to_string(original), op.str(), std::to_string(rank)});
+  attrs.set("axis", axis);
+  return true;
+}
+
+bool inferStack(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                llvm::SmallVectorImpl<TensorType> &results,
+                OpTypeError &error) {
+  if (!checkSameTypes("stack", ops, error))
+    return false;
+  int64_t axis;
+  if (!readAxis("stack", attrs, ops[0].getRank() + 1, axis, error))
+    return false;
+  TensorType result = ops[0];
+  result.shape.insert(result.shape.begin() + axis, Dim::known(ops.size()));
+  results.push_back(result);
+  return true;
+}
+
+bool inferUnstack(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                  llvm::SmallVectorImpl<TensorType> &results,
+                  OpTypeError &error) {
+  if (ops[0].isScalar())
+    return fail(error, diag::err_op_rank, {"unstack", "1", ops[0].str()});
+  int64_t axis;
+  if (!readAxis("unstack", attrs, ops[0].getRank(), axis, error))
+    return false;
+  const Dim &d = ops[0].shape[axis];
+  if (!d.isKnown())
+    return fail(error, diag::err_op_unstack_named,
+                {std::to_string(axis), d.getName().str()});
+  TensorType part = ops[0];
+  part.shape.erase(part.shape.begin() + axis);
+  results.append(d.getSize(), part);
+  return true;
+}
+
+bool inferConcat(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                 llvm::SmallVectorImpl<TensorType> &results,
+                 OpTypeError &error) {
+  if (ops.empty())
+    return fail(error, diag::err_op_empty_list, {"concat"});
+  if (ops[0].isScalar())
+    return fail(error, diag::err_op_rank, {"concat", "1", ops[0].str()});
+  int64_t axis;
+  if (!readAxis("concat", attrs, ops[0].getRank(), axis, error))
+    return false;
+  int64_t total = 0;
+  for (const TensorType &t : ops) {
+    if (!checkSameDType("concat", ops[0], t, error))
+      return false;
+    bool fits = t.getRank() == ops[0].getRank();
+    for (unsigned i = 0; fits && i < t.getRank(); ++i)
+      fits = i == axis || t.shape[i] == ops[0].shape[i];
+    if (!fits)
+      return fail(error, diag::err_op_concat_dims,
+                  {ops[0].str(), t.str(), std::to_string(axis)});
+    const Dim &d = t.shape[axis];
+    if (!d.isKnown() && ops.size() > 1)
+      return fail(error, diag::err_op_concat_named,
+                  {std::to_string(axis), d.getName().str()});
+    total += d.getSize();
+  }
+  TensorType result = ops[0];
+  if (ops.size() > 1)
+    result.shape[axis] = Dim::known(total);
+  results.push_back(result);
+  return true;
+}
+
+/// split(x, axis, sizes): the inverse of concat, made by differentiation.
+bool inferSplit(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                llvm::SmallVectorImpl<TensorType> &results,
+                OpTypeError &error) {
+  if (ops[0].isScalar())
+    return fail(error, diag::err_op_rank, {"split", "1", ops[0].str()});
+  int64_t axis;
+  if (!readAxis("split", attrs, ops[0].getRank(), axis, error))
+    return false;
+  const Shape &sizes = attrs.getShape("sizes");
+  const Dim &whole = ops[0].shape[axis];
+  if (sizes.size() == 1) {
+    if (sizes[0] != whole)
+      return fail(error, diag::err_op_split_sizes,
+                  {sizes[0].str(), std::to_string(axis), ops[0].str(),
+                   whole.str()});
+  } else {
+    int64_t total = 0;
+    for (const Dim &d : sizes)
+      total += d.isKnown() ? d.getSize() : 0;
+    bool allKnown = llvm::all_of(sizes, [](const Dim &d) {
+      return d.isKnown();
+    });
+    if (!allKnown || !whole.isKnown() || total != whole.getSize())
+      return fail(error, diag::err_op_split_sizes,
+                  {shapeStr(sizes), std::to_string(axis), ops[0].str(),
+                   whole.str()});
+  }
+  for (const Dim &d : sizes) {
+    TensorType part = ops[0];
+    part.shape[axis] = d;
+    results.push_back(part);
+  }
+  return true;
+}
+
+bool inferOneHot(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                 llvm::SmallVectorImpl<TensorType> &results,
+                 OpTypeError &error) {
+  if (ops[0].dtype != DType::I32)
+    return fail(error, diag::err_op_dtype_mismatch,
+                {"one_hot", "i32", ops[0].str()});
+  const Shape &depth = attrs.getShape("depth");
+  if (depth.size() != 1 || (depth[0].isKnown() && depth[0].getSize() <= 0))
+    return fail(error, diag::err_op_positive,
+                {"depth", "one_hot", shapeStr(depth)});
+  TensorType result(DType::F32, ops[0].shape);
+  result.shape.push_back(depth[0]);
+  results.push_back(result);
+  return true;
+}
+
+bool inferSoftmaxCrossEntropy(llvm::ArrayRef<TensorType> ops, AttrList &,
+                              llvm::SmallVectorImpl<TensorType> &results,
+                              OpTypeError &error) {
+  const TensorType &logits = ops[0], &labels = ops[1];
+  if (!checkFloat("softmax_cross_entropy", logits, error))
+    return false;
+  if (logits.isScalar())
+    return fail(error, diag::err_op_rank,
+                {"softmax_cross_entropy", "1", logits.str()});
+  Shape rows(logits.shape.begin(), logits.shape.end() - 1);
+  if (labels.dtype != DType::I32 || labels.shape != rows)
+    return fail(error, diag::err_op_labels,
+                {rows.empty() ? "" : shapeStr(rows), logits.str(),
+                 labels.str()});
+  results.push_back(TensorType(logits.dtype, rows));
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+const char *const xOnly[] = {"x"};
+const char *const xy[] = {"x", "y"};
+const char *const selectOperands[] = {"cond", "a", "b"};
+const char *const clipOperands[] = {"x", "lo", "hi"};
+const char *const listOperand[] = {"xs"};
+const char *const sceOperands[] = {"logits", "labels"};
+const char *const oneHotOperands[] = {"indices"};
+const char *const callOperands[] = {"args"};
+
+const AttrInfo reduceAttrs[] = {{"axis", AttrKind::Axes, false},
+                                {"keepdims", AttrKind::Bool, false}};
+const AttrInfo axisAttr[] = {{"axis", AttrKind::Int, false}};
+const AttrInfo permAttr[] = {{"perm", AttrKind::IntList, false}};
+const AttrInfo shapeAttr[] = {{"shape", AttrKind::Shape, true}};
+const AttrInfo splitAttrs[] = {{"axis", AttrKind::Int, false},
+                               {"sizes", AttrKind::Shape, true}};
+const AttrInfo depthAttr[] = {{"depth", AttrKind::Dim, true}};
+const AttrInfo constantAttr[] = {{"value", AttrKind::Floats, true}};
+const AttrInfo calleeAttr[] = {{"callee", AttrKind::Symbol, true}};
+
+const bool selectDiff[] = {false, true, true};
+const bool sceDiff[] = {true, false};
+
+constexpr const char *notDiffCompare =
+    "a comparison's result is bool; it has no gradient";
+constexpr const char *notDiffConstant =
+    "its result does not depend on the operand's values";
+
+#define UNARY(K, N, INFER, SUMMARY)                                            \
+  {OpKind::K, N, xOnly, false, {}, {}, nullptr, true, SUMMARY, INFER}
+#define BINARY(K, N, INFER, SUMMARY)                                           \
+  {OpKind::K, N, xy, false, {}, {}, nullptr, true, SUMMARY, INFER}
+#define COMPARE(K, N, ORD, SUMMARY)                                            \
+  {OpKind::K,     N,    xy,      false,                                      \
+   {},            {},   notDiffCompare, true,                                 \
+   SUMMARY,       inferCompare<OpKind::K, ORD>}
+
+const OpInfo opTable[] = {
+    UNARY(Identity, "identity", inferSameAny, "y = x"),
+    {OpKind::StopGradient, "stop_gradient", xOnly, false, {}, {},
+     "it is the identity forward and blocks the gradient by definition", true,
+     "y = x; no gradient flows through", inferSameAny},
+    {OpKind::ZerosLike, "zeros_like", xOnly, false, {}, {}, notDiffConstant,
+     true, "zeros of x's type", inferSameAny},
+    {OpKind::OnesLike, "ones_like", xOnly, false, {}, {}, notDiffConstant,
+     true, "ones of x's type", inferSameAny},
+    UNARY(Neg, "neg", inferSameNumeric<OpKind::Neg>, "y = -x"),
+    UNARY(Exp, "exp", inferSameFloat<OpKind::Exp>, "y = e^x"),
+    UNARY(Log, "log", inferSameFloat<OpKind::Log>, "y = ln x"),
+    UNARY(Sqrt, "sqrt", inferSameFloat<OpKind::Sqrt>, "y = sqrt(x)"),
+    UNARY(Abs, "abs", inferSameNumeric<OpKind::Abs>, "y = |x|"),
+    {OpKind::Sign, "sign", xOnly, false, {}, {},
+     "it is piecewise constant: its derivative is zero wherever it exists",
+     true, "y = -1, 0 or 1", inferSameNumeric<OpKind::Sign>},
+    UNARY(Sin, "sin", inferSameFloat<OpKind::Sin>, "y = sin x"),
+    UNARY(Cos, "cos", inferSameFloat<OpKind::Cos>, "y = cos x"),
+    UNARY(Tanh, "tanh", inferSameFloat<OpKind::Tanh>, "y = tanh x"),
+    UNARY(Sigmoid, "sigmoid", inferSameFloat<OpKind::Sigmoid>,
+          "y = 1 / (1 + e^-x)"),
+    UNARY(Relu, "relu", inferSameNumeric<OpKind::Relu>, "y = max(x, 0)"),
+    UNARY(Softplus, "softplus", inferSameFloat<OpKind::Softplus>,
+          "y = ln(1 + e^x)"),
+    UNARY(Square, "square", inferSameNumeric<OpKind::Square>, "y = x * x"),
+
+    BINARY(Add, "add", (inferArith<OpKind::Add, false>), "z = x + y"),
+    BINARY(Sub, "sub", (inferArith<OpKind::Sub, false>), "z = x - y"),
+    BINARY(Mul, "mul", (inferArith<OpKind::Mul, false>), "z = x * y"),
+    BINARY(Div, "div", (inferArith<OpKind::Div, false>), "z = x / y"),
+    BINARY(Pow, "pow", (inferArith<OpKind::Pow, true>), "z = x ^ y"),
+    BINARY(Maximum, "maximum", (inferArith<OpKind::Maximum, false>),
+           "z = max(x, y)"),
+    BINARY(Minimum, "minimum", (inferArith<OpKind::Minimum, false>),
+           "z = min(x, y)"),
+    COMPARE(Less, "less", true, "z = x < y"),
+    COMPARE(LessEqual, "less_equal", true, "z = x <= y"),
+    COMPARE(Greater, "greater", true, "z = x > y"),
+    COMPARE(GreaterEqual, "greater_equal", true, "z = x >= y"),
+    COMPARE(Equal, "equal", false, "z = x == y"),
+    COMPARE(NotEqual, "not_equal", false, "z = x != y"),
+    {OpKind::Select, "select", selectOperands, false, {}, selectDiff, nullptr,
+     true, "z = cond ? a : b", inferSelect},
+    {OpKind::Clip, "clip", clipOperands, false, {}, {}, nullptr, true,
+     "z = min(max(x, lo), hi)", inferClip},
+
+    {OpKind::Sum, "sum", xOnly, false, reduceAttrs, {}, nullptr, true,
+     "sum over axes", inferReduce<OpKind::Sum, false>},
+    {OpKind::Mean, "mean", xOnly, false, reduceAttrs, {}, nullptr, true,
+     "mean over axes", inferReduce<OpKind::Mean, true>},
+    {OpKind::Max, "max", xOnly, false, reduceAttrs, {}, nullptr, true,
+     "maximum over axes", inferReduce<OpKind::Max, false>},
+    {OpKind::LogSumExp, "logsumexp", xOnly, false, reduceAttrs, {}, nullptr,
+     true, "ln of the sum of e^x over axes, computed stably",
+     inferReduce<OpKind::LogSumExp, true>},
+    {OpKind::Softmax, "softmax", xOnly, false, axisAttr, {}, nullptr, true,
+     "e^x / sum(e^x) along axis", inferSoftmax<OpKind::Softmax>},
+    {OpKind::LogSoftmax, "log_softmax", xOnly, false, axisAttr, {}, nullptr,
+     true, "x - logsumexp(x) along axis", inferSoftmax<OpKind::LogSoftmax>},
+
+    BINARY(MatMul, "matmul", inferMatMul,
+           "matrix product with NumPy matmul rules"),
+    {OpKind::Transpose, "transpose", xOnly, false, permAttr, {}, nullptr, true,
+     "permute axes (default: reverse them)", inferTranspose},
+    {OpKind::Reshape, "reshape", xOnly, false, shapeAttr, {}, nullptr, true,
+     "same elements, new shape (one -1 is inferred)", inferReshape},
+    {OpKind::BroadcastTo, "broadcast_to", xOnly, false, shapeAttr, {}, nullptr,
+     true, "NumPy broadcast to a shape", inferBroadcastTo},
+    {OpKind::Stack, "stack", listOperand, true, axisAttr, {}, nullptr, true,
+     "join tensors along a new axis", inferStack},
+    {OpKind::Unstack, "unstack", xOnly, false, axisAttr, {}, nullptr, true,
+     "split a tensor along an axis into a list", inferUnstack},
+    {OpKind::Concat, "concat", listOperand, true, axisAttr, {}, nullptr, true,
+     "join tensors along an existing axis", inferConcat},
+    {OpKind::Split, "split", xOnly, false, splitAttrs, {}, nullptr, false,
+     "cut a tensor along an axis into parts of given sizes", inferSplit},
+
+    {OpKind::OneHot, "one_hot", oneHotOperands, false, depthAttr, {},
+     "its operand is integer indices", true,
+     "f32 rows with 1 at each index, 0 elsewhere", inferOneHot},
+    {OpKind::SoftmaxCrossEntropy, "softmax_cross_entropy", sceOperands, false,
+     {}, sceDiff, nullptr, true,
+     "per row: logsumexp(logits) - logits[label]", inferSoftmaxCrossEntropy},
+
+    {OpKind::Constant, "constant", {}, false, constantAttr, {},
+     "it has no operands", false, "a literal tensor", nullptr},
+    {OpKind::Call, "call", callOperands, true, calleeAttr, {}, nullptr, false,
+     "call of another function", nullptr},
+};
+
+#undef UNARY
+#undef BINARY
+#undef COMPARE
+
+constexpr size_t numOps = 0
+#define GRADC_OP(Id, Name) +1
+#include "gradc/Ops/Ops.def"
+    ;
+static_assert(std::size(opTable) == numOps,
+              "one row per op of Ops.def, in the same order");
+
+/// TensorFlow op-type names people reach for by habit.
+const std::pair<const char *, const char *> tensorFlowNames[] = {
+    {"Pack", "stack"},
+    {"Unpack", "unstack"},
+    {"ConcatV2", "concat"},
+    {"Identity", "identity"},
+    {"StopGradient", "stop_gradient"},
+    {"ZerosLike", "zeros_like"},
+    {"OnesLike", "ones_like"},
+    {"Neg", "neg"},
+    {"Exp", "exp"},
+    {"Log", "log"},
+    {"Sqrt", "sqrt"},
+    {"Abs", "abs"},
+    {"Sign", "sign"},
+    {"Sin", "sin"},
+    {"Cos", "cos"},
+    {"Tanh", "tanh"},
+    {"Sigmoid", "sigmoid"},
+    {"Relu", "relu"},
+    {"Softplus", "softplus"},
+    {"Square", "square"},
+    {"Add", "add"},
+    {"AddV2", "add"},
+    {"Sub", "sub"},
+    {"Mul", "mul"},
+    {"RealDiv", "div"},
+    {"Div", "div"},
+    {"Pow", "pow"},
+    {"Maximum", "maximum"},
+    {"Minimum", "minimum"},
+    {"Select", "select"},
+    {"SelectV2", "select"},
+    {"ClipByValue", "clip"},
+    {"Sum", "sum"},
+    {"Mean", "mean"},
+    {"Max", "max"},
+    {"Softmax", "softmax"},
+    {"LogSoftmax", "log_softmax"},
+    {"MatMul", "matmul"},
+    {"BatchMatMul", "matmul"},
+    {"BatchMatMulV2", "matmul"},
+    {"Transpose", "transpose"},
+    {"Reshape", "reshape"},
+    {"BroadcastTo", "broadcast_to"},
+    {"OneHot", "one_hot"},
+    {"SparseSoftmaxCrossEntropyWithLogits", "softmax_cross_entropy"},
+};
+
+} // namespace
+
+const OpInfo &gradc::getOpInfo(OpKind kind) {
+  return opTable[static_cast<size_t>(kind)];
+}
+
+llvm::StringRef gradc::getOpName(OpKind kind) { return getOpInfo(kind).name; }
+
+llvm::ArrayRef<OpInfo> gradc::getAllOps() { return opTable; }
+
+const OpInfo *gradc::lookupOp(llvm::StringRef name) {
+  for (const OpInfo &info : opTable)
+    if (info.userVisible && name == info.name)
+      return &info;
+  return nullptr;
+}
+
+llvm::StringRef gradc::suggestOpName(llvm::StringRef name) {
+  llvm::StringRef best;
+  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  for (const OpInfo &info : opTable) {
+    if (!info.userVisible)
+      continue;
+    unsigned d = name.lower() == info.name
+                     ? 0
+                     : name.edit_distance(info.name, true, bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = info.name;
+    }
+  }
+  return best;
+}
+
+llvm::StringRef gradc::mapTensorFlowOpName(llvm::StringRef tfName) {
+  for (const auto &[tf, ours] : tensorFlowNames)
+    if (tfName == tf)
+      return ours;
+  return {};
+}
+
+bool OpInfo::isOperandDifferentiable(unsigned index) const {
+  if (!isDifferentiable())
+    return false;
+  if (differentiableOperands.empty())
+    return true;
+  if (variadic)
+    return differentiableOperands[0];
+  return index < differentiableOperands.size() &&
+         differentiableOperands[index];
+}
+
+const AttrInfo *OpInfo::findAttr(llvm::StringRef attrName) const {
+  for (const AttrInfo &a : attrs)
+    if (attrName == a.name)
+      return &a;
+  return nullptr;
+}
+
+bool gradc::inferOpTypes(OpKind op, llvm::ArrayRef<TensorType> operands,
+                         AttrList &attrs,
+                         llvm::SmallVectorImpl<TensorType> &results,
+                         OpTypeError &error) {
+  const OpInfo &info = getOpInfo(op);
+  assert(info.inferTypes && "constant and call have explicit result types");
+  if (!info.variadic && operands.size() != info.operandNames.size())
+    return fail(error, diag::err_op_operand_count,
+                {info.name, std::to_string(info.operandNames.size()),
+                 std::to_string(operands.size())});
+  for (const AttrInfo &a : info.attrs)
+    if (a.required && !attrs.has(a.name))
+      return fail(error, diag::err_op_missing_attr, {info.name, a.name});
+  return info.inferTypes(operands, attrs, results, error);
+}
+
+std::optional<Shape> gradc::broadcastShapes(llvm::ArrayRef<Dim> a,
+                                            llvm::ArrayRef<Dim> b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    // Align from the right, as NumPy does.
+    const Dim *da = i < rank - a.size() ? nullptr : &a[i - (rank - a.size())];
+    const Dim *db = i < rank - b.size() ? nullptr : &b[i - (rank - b.size())];
+    auto isOne = [](const Dim *d) {
+      return !d || (d->isKnown() && d->getSize() == 1);
+    };
+    if (isOne(da))
+      result[i] = db ? *db : Dim::known(1);
+    else if (isOne(db) || *da == *db)
+      result[i] = *da;
+    else
+      return std::nullopt;
+  }
+  return result;
+}

@@ -1,0 +1,62 @@
+//===- Types.cpp - Element types, shapes and tensor types -----------------===//
+
+#include "gradc/Ops/Types.h"
+
+using namespace gradc;
+
+llvm::StringRef gradc::dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  case DType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
+std::optional<DType> gradc::parseDType(llvm::StringRef name) {
+  if (name == "f32")
+    return DType::F32;
+  if (name == "f64")
+    return DType::F64;
+  if (name == "i32")
+    return DType::I32;
+  if (name == "bool")
+    return DType::Bool;
+  return std::nullopt;
+}
+
+std::string Dim::str() const {
+  return isKnown() ? std::to_string(size) : name;
+}
+
+std::string gradc::shapeStr(llvm::ArrayRef<Dim> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += shape[i].str();
+  }
+  return s + "]";
+}
+
+std::optional<int64_t> gradc::knownNumElements(llvm::ArrayRef<Dim> shape) {
+  int64_t n = 1;
+  for (const Dim &d : shape) {
+    if (!d.isKnown())
+      return std::nullopt;
+    n *= d.getSize();
+  }
+  return n;
+}
+
+std::string TensorType::str() const {
+  std::string s = dtypeName(dtype).str();
+  if (!shape.empty())
+    s += shapeStr(shape);
+  return s;
+}

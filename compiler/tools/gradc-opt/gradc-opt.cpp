@@ -1,0 +1,2 @@
+//===- gradc-opt.cpp - STUB: to be written ---------------------------------===//
+int main() { return 1; }

@@ -1,0 +1,51 @@
+//===- Driver.h - Shared pieces of the gradc driver -------------*- C++ -*-===//
+//
+// The compile pipeline that every subcommand starts with: read, parse,
+// check, lower, differentiate, simplify. Each step stops at the first
+// phase that reported an error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_TOOLS_GRADC_DRIVER_H
+#define GRADC_TOOLS_GRADC_DRIVER_H
+
+#include "gradc/AST/AST.h"
+#include "gradc/Basic/Diagnostic.h"
+#include "gradc/IR/IR.h"
+
+#include <memory>
+#include <string>
+
+namespace gradc::driver {
+
+struct Compilation {
+  SourceManager sm;
+  std::unique_ptr<DiagnosticConsumer> consumer;
+  std::unique_ptr<DiagnosticEngine> diags;
+  SourceLoc mainBuffer;
+  std::unique_ptr<ast::Module> ast;
+  std::unique_ptr<ir::Module> ir;
+  bool verifyMode = false;
+
+  /// Sets up diagnostics (printed to stderr, or checked with -verify).
+  explicit Compilation(bool verify);
+  /// Reads `path`; false after reporting an error.
+  bool readFile(llvm::StringRef path);
+  bool parse();
+  bool check();
+  /// Lowers to IR and verifies it.
+  bool lower();
+  /// Adds every NAME_grad and runs `pipeline` ("" for none).
+  bool differentiate(llvm::StringRef pipeline);
+  /// The exit status: with -verify, whether the expectations were met;
+  /// otherwise 1 if any error was reported.
+  int finish();
+};
+
+/// `gradc run FILE --call EXPR`.
+int runCommand(Compilation &c, llvm::StringRef callText,
+               llvm::StringRef backend);
+
+} // namespace gradc::driver
+
+#endif // GRADC_TOOLS_GRADC_DRIVER_H

@@ -1,0 +1,181 @@
+//===- gradc.cpp - The gradc command line ---------------------------------===//
+//
+//   gradc FILE.grad [--emit=ast|ir|grad-ir|cpp|llvm|obj|header] [-o OUT]
+//   gradc run FILE.grad --call 'EXPR' [--backend=...]
+//   gradc check FILE.grad
+//
+// A thin layer over Driver.h: option parsing and output files. Exit status
+// 1 means an error in the input; gradc never crashes on bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "gradc/AST/ASTDumper.h"
+#include "gradc/IR/Printer.h"
+#include "gradc/Transforms/Passes.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace gradc;
+using namespace gradc::driver;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::SubCommand runCmd("run", "Evaluate one call of a function of the file");
+cl::SubCommand checkCmd(
+    "check", "Compare every gradient with central finite differences");
+
+cl::OptionCategory gradcCategory("gradc options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("FILE.grad"),
+                               cl::Required, cl::sub(cl::SubCommand::getAll()),
+                               cl::cat(gradcCategory));
+
+enum class EmitKind { None, AST, IR, GradIR, Cpp, Header, LLVM, Obj };
+
+cl::opt<EmitKind> emitKind(
+    "emit", cl::desc("What to print"), cl::init(EmitKind::None),
+    cl::values(clEnumValN(EmitKind::AST, "ast", "the checked syntax tree"),
+               clEnumValN(EmitKind::IR, "ir", "the IR of the functions"),
+               clEnumValN(EmitKind::GradIR, "grad-ir",
+                          "the IR with generated gradient functions"),
+               clEnumValN(EmitKind::Cpp, "cpp", "C++ source"),
+               clEnumValN(EmitKind::Header, "header", "the C ABI header"),
+               clEnumValN(EmitKind::LLVM, "llvm", "LLVM IR"),
+               clEnumValN(EmitKind::Obj, "obj", "an object file")),
+    cl::cat(gradcCategory));
+
+cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
+                                cl::value_desc("OUT"), cl::init("-"),
+                                cl::cat(gradcCategory));
+
+cl::opt<bool> verify("verify",
+                     cl::desc("Check diagnostics against expected-* comments"),
+                     cl::sub(cl::SubCommand::getAll()),
+                     cl::cat(gradcCategory));
+
+cl::opt<bool> parseOnly("parse-only",
+                        cl::desc("With --emit=ast: dump before checking"),
+                        cl::cat(gradcCategory));
+
+cl::opt<bool> noOpt("O0", cl::desc("Do not simplify after differentiation"),
+                    cl::sub(cl::SubCommand::getAll()),
+                    cl::cat(gradcCategory));
+
+cl::opt<std::string> passes(
+    "passes", cl::desc("Passes to run after differentiation (comma list)"),
+    cl::init(""), cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
+cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
+                        cl::cat(gradcCategory));
+
+cl::opt<std::string> callExpr("call", cl::desc("The call to evaluate"),
+                              cl::value_desc("EXPR"), cl::sub(runCmd),
+                              cl::Required, cl::cat(gradcCategory));
+
+cl::opt<std::string> backend("backend",
+                             cl::desc("How to run: interp (default)"),
+                             cl::init("interp"), cl::sub(runCmd),
+                             cl::sub(checkCmd), cl::cat(gradcCategory));
+
+llvm::StringRef pipeline() {
+  if (!passes.empty())
+    return passes;
+  return noOpt ? llvm::StringRef() : getDefaultPipeline();
+}
+
+/// Opens `-o` (or stdout); false after printing why it could not.
+std::unique_ptr<llvm::ToolOutputFile> openOutput(bool binary) {
+  std::error_code ec;
+  auto out = std::make_unique<llvm::ToolOutputFile>(
+      outputFile, ec,
+      binary ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Text);
+  if (ec) {
+    llvm::errs() << "gradc: error: cannot write '" << outputFile
+                 << "': " << ec.message() << "\n";
+    return nullptr;
+  }
+  return out;
+}
+
+int compileCommand(Compilation &c) {
+  if (!c.readFile(inputFile) || !c.parse())
+    return c.finish();
+  if (emitKind == EmitKind::AST && parseOnly) {
+    auto out = openOutput(false);
+    if (!out)
+      return 1;
+    ast::dumpModule(*c.ast, c.sm, out->os());
+    out->keep();
+    return c.finish();
+  }
+  if (!c.check())
+    return c.finish();
+  if (emitKind == EmitKind::AST) {
+    auto out = openOutput(false);
+    if (!out)
+      return 1;
+    ast::dumpModule(*c.ast, c.sm, out->os());
+    out->keep();
+    return c.finish();
+  }
+  if (!c.lower())
+    return c.finish();
+  ir::PrintOptions printOptions;
+  printOptions.printLocations = printLocs;
+  printOptions.sourceManager = &c.sm;
+  if (emitKind == EmitKind::IR) {
+    auto out = openOutput(false);
+    if (!out)
+      return 1;
+    ir::printModule(*c.ir, out->os(), printOptions);
+    out->keep();
+    return c.finish();
+  }
+  if (!c.differentiate(pipeline()))
+    return c.finish();
+  switch (emitKind) {
+  case EmitKind::None:
+  case EmitKind::AST:
+  case EmitKind::IR:
+    break;
+  case EmitKind::GradIR: {
+    auto out = openOutput(false);
+    if (!out)
+      return 1;
+    ir::printModule(*c.ir, out->os(), printOptions);
+    out->keep();
+    break;
+  }
+  case EmitKind::Cpp:
+  case EmitKind::Header:
+  case EmitKind::LLVM:
+  case EmitKind::Obj:
+    llvm::errs() << "gradc: error: this --emit kind is not implemented yet\n";
+    return 1;
+  }
+  return c.finish();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(gradcCategory);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "gradc: a source-to-source gradient compiler\n");
+  Compilation c(verify);
+  if (runCmd)
+    return runCommand(c, callExpr, backend);
+  if (checkCmd) {
+    llvm::errs() << "gradc: error: 'gradc check' is not implemented yet\n";
+    return 1;
+  }
+  return compileCommand(c);
+}

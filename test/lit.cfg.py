@@ -1,0 +1,26 @@
+# The gradc lit suite: golden tests per phase, diagnostics via -verify, and
+# numeric end-to-end tests.
+import os
+
+import lit.formats
+
+config.name = "gradc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".grad", ".ir", ".test", ".cpp"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.gradc_obj_root, "test")
+
+tools = config.gradc_tools_dir
+filecheck = os.path.join(config.llvm_tools_dir, "FileCheck")
+config.substitutions.append(("%gradc-opt", os.path.join(tools, "gradc-opt", "gradc-opt")))
+config.substitutions.append(("%gradc", os.path.join(tools, "gradc", "gradc")))
+config.substitutions.append(("%filecheck", filecheck + " --implicit-check-not=error:"))
+config.substitutions.append(("%cxx", config.cxx_compiler))
+config.substitutions.append(("%runtime", os.path.join(config.gradc_src_root, "runtime", "include")))
+config.substitutions.append(("%examples", os.path.join(config.gradc_src_root, "dsl_examples")))
+config.substitutions.append(("%python", "python3"))
+
+# FileCheck and not come from LLVM 19's tools directory.
+config.environment["PATH"] = os.pathsep.join(
+    [config.llvm_tools_dir, config.environment.get("PATH", "")])

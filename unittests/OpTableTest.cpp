@@ -1,0 +1,100 @@
+//===- OpTableTest.cpp - Shape inference of the op table ------------------===//
+
+#include "gradc/Ops/OpTable.h"
+
+#include <gtest/gtest.h>
+
+using namespace gradc;
+
+namespace {
+TensorType f32(std::initializer_list<Dim> dims) {
+  return TensorType(DType::F32, llvm::ArrayRef<Dim>(dims.begin(), dims.size()));
+}
+Dim n(llvm::StringRef name) { return Dim::named(name); }
+Dim k(int64_t size) { return Dim::known(size); }
+
+std::string infer(OpKind op, std::vector<TensorType> operands,
+                  AttrList attrs = {}) {
+  llvm::SmallVector<TensorType, 1> results;
+  OpTypeError error;
+  if (!inferOpTypes(op, operands, attrs, results, error))
+    return "error: " + DiagnosticEngine::formatMessage(error.id, error.args);
+  std::string s;
+  for (const TensorType &t : results)
+    s += (s.empty() ? "" : ", ") + t.str();
+  return s;
+}
+} // namespace
+
+TEST(OpTable, EveryOpHasARowInOrder) {
+  for (size_t i = 0; i < getAllOps().size(); ++i)
+    EXPECT_EQ(size_t(getAllOps()[i].kind), i) << getAllOps()[i].name;
+}
+
+TEST(OpTable, Broadcasting) {
+  EXPECT_EQ(infer(OpKind::Add, {f32({k(2), k(3)}), f32({k(3)})}), "f32[2, 3]");
+  EXPECT_EQ(infer(OpKind::Add, {f32({n("N"), k(1)}), f32({k(4)})}),
+            "f32[N, 4]");
+  EXPECT_EQ(infer(OpKind::Add, {f32({n("N")}), f32({n("M")})}),
+            "error: cannot broadcast shapes [N] and [M] in 'add'");
+}
+
+TEST(OpTable, MatMulFollowsNumPy) {
+  EXPECT_EQ(infer(OpKind::MatMul, {f32({k(2), k(3)}), f32({k(3)})}), "f32[2]");
+  EXPECT_EQ(infer(OpKind::MatMul, {f32({k(3)}), f32({k(3), k(4)})}), "f32[4]");
+  EXPECT_EQ(infer(OpKind::MatMul, {f32({k(3)}), f32({k(3)})}), "f32");
+  EXPECT_EQ(infer(OpKind::MatMul,
+                  {f32({k(5), k(2), k(3)}), f32({k(3), n("N")})}),
+            "f32[5, 2, N]");
+  EXPECT_EQ(infer(OpKind::MatMul, {f32({k(2), k(3)}), f32({k(4), k(3)})}),
+            "error: cannot matmul tensors of shape [2, 3] and [4, 3]");
+}
+
+TEST(OpTable, ReductionsNormaliseAxes) {
+  AttrList attrs;
+  attrs.set("axis", int64_t(-1));
+  EXPECT_EQ(infer(OpKind::Sum, {f32({k(2), k(3)})}, attrs), "f32[2]");
+  attrs.set("keepdims", true);
+  EXPECT_EQ(infer(OpKind::Mean, {f32({k(2), k(3)})}, attrs), "f32[2, 1]");
+  EXPECT_EQ(infer(OpKind::Max, {f32({k(2), k(3)})}), "f32");
+  attrs.set("axis", int64_t(2));
+  EXPECT_EQ(infer(OpKind::Sum, {f32({k(2), k(3)})}, attrs),
+            "error: axis 2 is out of range for 'sum' on a tensor of rank 2");
+}
+
+TEST(OpTable, ReshapeWithSizeNames) {
+  AttrList attrs;
+  attrs.set("shape", Shape{n("N"), k(-1)});
+  EXPECT_EQ(infer(OpKind::Reshape, {f32({n("N"), k(28), k(28)})}, attrs),
+            "f32[N, 784]");
+  attrs.set("shape", Shape{k(-1)});
+  EXPECT_EQ(infer(OpKind::Reshape, {f32({n("N"), k(2)})}, attrs),
+            "error: cannot infer the -1 dimension in a reshape of f32[N, 2] "
+            "to [-1]");
+  attrs.set("shape", Shape{k(5)});
+  EXPECT_EQ(infer(OpKind::Reshape, {f32({k(2), k(3)})}, attrs),
+            "error: cannot reshape f32[2, 3] to [5]: the element counts "
+            "differ");
+}
+
+TEST(OpTable, StackAndUnstack) {
+  EXPECT_EQ(infer(OpKind::Stack, {f32({k(2)}), f32({k(2)})}), "f32[2, 2]");
+  AttrList attrs;
+  attrs.set("axis", int64_t(1));
+  EXPECT_EQ(infer(OpKind::Stack, {f32({k(2)}), f32({k(2)})}, attrs),
+            "f32[2, 2]");
+  EXPECT_EQ(infer(OpKind::Unstack, {f32({k(3), k(2)})}),
+            "f32[2], f32[2], f32[2]");
+  EXPECT_EQ(infer(OpKind::Unstack, {f32({n("N"), k(2)})}),
+            "error: cannot unstack along axis 0 of size 'N': the number of "
+            "results must be known");
+}
+
+TEST(OpTable, TensorFlowNamesAndSuggestions) {
+  EXPECT_EQ(mapTensorFlowOpName("Pack"), "stack");
+  EXPECT_EQ(mapTensorFlowOpName("MatMul"), "matmul");
+  EXPECT_EQ(suggestOpName("stak"), "stack");
+  EXPECT_EQ(suggestOpName("Tanh"), "tanh");
+  EXPECT_EQ(suggestOpName("zzzzzzzz"), "");
+  EXPECT_EQ(lookupOp("constant"), nullptr); // IR-only
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The README's second command: build, then run every suite (unit tests and
+# lit), and end with one line "N passed, N failed" over all of them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+utils/deps.sh || exit 1
+utils/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+build=${GRADC_BUILD_DIR:-build}
+lit=/usr/lib/llvm-19/build/utils/lit/lit.py
+passed=0
+failed=0
+
+echo "== unit tests"
+unit_out=$("$build/unittests/gradc-unittests" --gtest_brief=1 2>&1)
+unit_rc=$?
+echo "$unit_out" | tail -n 20
+unit_pass=$(echo "$unit_out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p')
+unit_fail=$(echo "$unit_out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p')
+passed=$((passed + ${unit_pass:-0}))
+failed=$((failed + ${unit_fail:-0}))
+if [ "$unit_rc" != 0 ] && [ -z "$unit_fail" ]; then failed=$((failed + 1)); fi
+
+echo "== lit tests"
+jobs=$(nproc)
+lit_out=$(python3 "$lit" -sv -j "$jobs" "$build/test" 2>&1)
+lit_rc=$?
+echo "$lit_out" | grep -E '^(FAIL|XPASS|UNRESOLVED|TIMEOUT):|^\*\*\*\*|Passed|Failed|Unresolved|Total' | head -n 200
+count() { echo "$lit_out" | sed -n "s/^ *$1 *: *\([0-9]*\).*/\1/p" | tail -n 1; }
+lit_pass=$(( $(count Passed || true) + 0 ))
+lit_xfail=$(( $(count "Expectedly Failed" || true) + 0 ))
+lit_fail=$(( $(count Failed || true) + $(count Unresolved || true) + $(count "Unexpectedly Passed" || true) + $(count "Timed Out" || true) ))
+passed=$((passed + lit_pass + lit_xfail))
+failed=$((failed + lit_fail))
+if [ "$lit_rc" != 0 ] && [ "$lit_fail" = 0 ]; then failed=$((failed + 1)); fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

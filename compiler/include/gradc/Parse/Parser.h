@@ -22,12 +22,6 @@ std::unique_ptr<ast::Module> parseModule(const SourceManager &sm,
                                          SourceLoc bufferStart,
                                          DiagnosticEngine &diags);
 
-/// Parses one expression filling the whole buffer (the `--call` argument
-/// of `gradc run`). Returns null after reporting an error.
-ast::ExprPtr parseStandaloneExpr(const SourceManager &sm,
-                                 SourceLoc bufferStart,
-                                 DiagnosticEngine &diags);
-
 } // namespace gradc
 
 #endif // GRADC_PARSE_PARSER_H

@@ -12,6 +12,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.gradc_obj_root, "test")
 
 tools = config.gradc_tools_dir
+# Longer names first: lit substitutes in order, and %gradc is a prefix.
+config.substitutions.append(("%gradc_src", config.gradc_src_root))
 filecheck = os.path.join(config.llvm_tools_dir, "FileCheck")
 config.substitutions.append(("%gradc-opt", os.path.join(tools, "gradc-opt", "gradc-opt")))
 config.substitutions.append(("%gradc", os.path.join(tools, "gradc", "gradc")))

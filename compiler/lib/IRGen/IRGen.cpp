@@ -1,4 +1,484 @@
-//===- IRGen.cpp - STUB: to be written ---------------------------------===//
+//===- IRGen.cpp - Lowering the checked AST to IR -------------------------===//
+//
+// Walks a module that Sema accepted and builds the SSA IR:
+//
+//  - one IR function per `fn` (role User), parameters typed from Sema and
+//    named as the user named them, `let` names kept as value names;
+//  - one IR function per rule instance (role RuleInstance), named after the
+//    instance (`first_only.1`, which no user function can be called since
+//    user names have no '.');
+//  - lists and tuples resolved into separate values: every expression
+//    lowers to a list of values (one for a tensor), so `stack([a, b])` gets
+//    two operands, `unstack` and calls with several results give several
+//    values, and `parts[0]` just picks one;
+//  - calls of user functions (and of generated `NAME_grad`) stay `call`
+//    ops: the IR reads like the source, and differentiation inlines a
+//    callee where it needs its body;
+//  - the gradient rule that an annotation chose is put on the op as a
+//    GradRuleAttr; `@grad` becomes the function's GradSpec.
+//
+// Every op is created with ir::Builder, which types it with the op table;
+// Sema typed the same expression with the same table, so a mismatch is a
+// bug in gradc and is asserted on.
+//
+//===----------------------------------------------------------------------===//
+
 #include "gradc/IRGen/IRGen.h"
+
+#include "gradc/IR/Builder.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cassert>
+
 using namespace gradc;
-std::unique_ptr<ir::Module> gradc::lowerModule(const ast::Module &, const SourceManager &) { return std::make_unique<ir::Module>(); }
+using namespace gradc::ast;
+
+namespace {
+
+/// What an expression or a name stands for: one value for a tensor, one
+/// per element for a list or a tuple.
+using Values = llvm::SmallVector<ir::Value *, 2>;
+
+/// The types Sema gave an expression, one per value it lowers to.
+llvm::SmallVector<TensorType, 2> flattenType(const ValueType &type) {
+  llvm::SmallVector<TensorType, 2> types;
+  if (type.kind == ValueType::Tensor)
+    types.push_back(type.tensor);
+  else if (type.kind == ValueType::List || type.kind == ValueType::Tuple)
+    types.append(type.elements.begin(), type.elements.end());
+  return types;
+}
+
+/// Whether lowering may (re)name `v` after a `let`: temporaries and values
+/// with a derived name (`parts.0`) take the user's name; parameters and
+/// values the user already named keep theirs.
+bool mayRename(const ir::Value *v) {
+  return !v->isParam() && (v->getName().empty() || v->getName().contains('.'));
+}
+
+/// The annotation `name` of a declaration, if present.
+const Annotation *findAnnotation(const Decl &decl, llvm::StringRef name) {
+  for (const Annotation &a : decl.annotations)
+    if (a.name.name == name)
+      return &a;
+  return nullptr;
+}
+
+/// The whole-module state: which IR function implements which rule
+/// instance.
+class ModuleLowering {
+public:
+  ModuleLowering(const ast::Module &module, const SourceManager &sm)
+      : astModule(module), sm(sm), irModule(std::make_unique<ir::Module>()) {}
+
+  std::unique_ptr<ir::Module> run();
+
+  /// The IR function name of a rule instance.
+  llvm::StringRef getRuleFunctionName(const RuleInstance *inst) const {
+    auto it = ruleFunctionNames.find(inst);
+    assert(it != ruleFunctionNames.end() && "rule instance not in the module");
+    return it->second;
+  }
+
+private:
+  void nameRuleInstances();
+  void lowerFn(const FnDecl &fn);
+  void lowerRuleInstance(const RuleInstance &inst);
+
+  const ast::Module &astModule;
+  const SourceManager &sm;
+  std::unique_ptr<ir::Module> irModule;
+  llvm::DenseMap<const RuleInstance *, std::string> ruleFunctionNames;
+};
+
+/// Lowers the statements of one function (or rule instance) body.
+class BodyLowering {
+public:
+  BodyLowering(ModuleLowering &module, ir::Function &fn)
+      : module(module), builder(fn) {}
+
+  /// Binds a parameter name to its IR parameter(s).
+  void bind(llvm::StringRef name, Values values) {
+    env[name] = std::move(values);
+  }
+
+  /// Lowers `let`s and the final `return`; returns the returned values,
+  /// flattened.
+  Values lowerBody(llvm::ArrayRef<StmtPtr> body);
+
+private:
+  void lowerLet(const LetStmt &let);
+  Values lowerExpr(const Expr &e);
+  Values lowerNumber(const NumberExpr &e);
+  Values lowerName(const NameExpr &e);
+  Values lowerUnary(const UnaryExpr &e);
+  Values lowerBinary(const BinaryExpr &e);
+  Values lowerCall(const CallExpr &e);
+  Values lowerOpCall(const CallExpr &e);
+  Values lowerFnCall(const CallExpr &e);
+  Values lowerIndex(const IndexExpr &e);
+  Values lowerElements(llvm::ArrayRef<ExprPtr> elements);
+
+  /// Sets the GradRuleAttr of `op` from an annotation's choice.
+  void setRule(ir::Op *op, const RuleChoice &choice, llvm::StringRef via);
+  void setRule(ir::Op *op, const RuleInstance *inst, SourceLoc annotation,
+               llvm::StringRef via);
+
+  /// Asserts that Builder typed `values` as Sema typed `e`.
+  void checkTypes(const Expr &e, llvm::ArrayRef<ir::Value *> values) const;
+
+  ModuleLowering &module;
+  ir::Builder builder;
+  llvm::StringMap<Values> env;
+};
+
+//===----------------------------------------------------------------------===//
+// Statements
+//===----------------------------------------------------------------------===//
+
+Values BodyLowering::lowerBody(llvm::ArrayRef<StmtPtr> body) {
+  for (const StmtPtr &stmt : body) {
+    if (const auto *let = llvm::dyn_cast<LetStmt>(stmt.get())) {
+      lowerLet(*let);
+      continue;
+    }
+    // Sema guarantees one `return`, last.
+    const auto *ret = llvm::cast<ReturnStmt>(stmt.get());
+    return lowerExpr(*ret->value);
+  }
+  assert(false && "a checked body ends with a return");
+  return {};
+}
+
+/// `let h = e` names e's value `h` (a list's elements `h.0`, `h.1`, ...);
+/// `let (a, b) = e` names e's values `a` and `b`. A `let` that only
+/// renames (`let y = x`) creates no op: `y` stands for x's value.
+void BodyLowering::lowerLet(const LetStmt &let) {
+  Values values = lowerExpr(*let.value);
+  if (let.destructures) {
+    assert(values.size() == let.names.size() &&
+           "Sema checked the destructuring count");
+    for (size_t i = 0; i < let.names.size() && i < values.size(); ++i) {
+      if (mayRename(values[i]))
+        values[i]->setName(let.names[i].name);
+      env[let.names[i].name] = {values[i]};
+    }
+    return;
+  }
+  assert(let.names.size() == 1 && "a plain let binds one name");
+  const std::string &name = let.names.front().name;
+  bool isList = let.value->type.kind == ValueType::List ||
+                let.value->type.kind == ValueType::Tuple || values.size() != 1;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!mayRename(values[i]))
+      continue;
+    values[i]->setName(isList ? name + "." + std::to_string(i) : name);
+  }
+  env[name] = std::move(values);
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+Values BodyLowering::lowerExpr(const Expr &e) {
+  switch (e.getKind()) {
+  case Expr::Kind::Number:
+    return lowerNumber(llvm::cast<NumberExpr>(e));
+  case Expr::Kind::Bool:
+    builder.setLoc(e.getLoc());
+    return {builder.scalar(DType::Bool, llvm::cast<BoolExpr>(e).value)};
+  case Expr::Kind::Name:
+    return lowerName(llvm::cast<NameExpr>(e));
+  case Expr::Kind::Unary:
+    return lowerUnary(llvm::cast<UnaryExpr>(e));
+  case Expr::Kind::Binary:
+    return lowerBinary(llvm::cast<BinaryExpr>(e));
+  case Expr::Kind::Call:
+    return lowerCall(llvm::cast<CallExpr>(e));
+  case Expr::Kind::List:
+    return lowerElements(llvm::cast<ListExpr>(e).elements);
+  case Expr::Kind::Tuple:
+    return lowerElements(llvm::cast<TupleExpr>(e).elements);
+  case Expr::Kind::Index:
+    return lowerIndex(llvm::cast<IndexExpr>(e));
+  }
+  llvm_unreachable("unknown expression kind");
+}
+
+/// A number literal is a scalar constant of the element type Sema gave it
+/// (the floating type of the tensor it meets); broadcasting does the rest,
+/// so `2.0 * x` is `mul(constant 2 : f32, x)`.
+Values BodyLowering::lowerNumber(const NumberExpr &e) {
+  DType dtype = e.type.isTensor() ? e.type.tensor.dtype : DType::F32;
+  builder.setLoc(e.getLoc());
+  return {builder.scalar(dtype, e.value)};
+}
+
+Values BodyLowering::lowerName(const NameExpr &e) {
+  auto it = env.find(e.name);
+  assert(it != env.end() && "Sema resolved every name");
+  if (it == env.end())
+    return {};
+  return it->second;
+}
+
+/// `-e` is `neg(e)`; `-2.0` is the constant -2 (unless an @override chose
+/// a rule for that `neg`, which must then exist as an op).
+Values BodyLowering::lowerUnary(const UnaryExpr &e) {
+  if (const auto *number = llvm::dyn_cast<NumberExpr>(e.operand.get());
+      number && !e.rule.instance) {
+    DType dtype = e.type.isTensor() ? e.type.tensor.dtype : DType::F32;
+    builder.setLoc(e.opLoc);
+    return {builder.scalar(dtype, -number->value)};
+  }
+  Values operand = lowerExpr(*e.operand);
+  assert(operand.size() == 1 && "Sema checked that '-' gets a tensor");
+  builder.setLoc(e.opLoc);
+  ir::Value *result = builder.neg(operand.front());
+  setRule(result->getDefiningOp(), e.rule, "override");
+  checkTypes(e, {result});
+  return {result};
+}
+
+Values BodyLowering::lowerBinary(const BinaryExpr &e) {
+  Values lhs = lowerExpr(*e.lhs);
+  Values rhs = lowerExpr(*e.rhs);
+  assert(lhs.size() == 1 && rhs.size() == 1 &&
+         "Sema checked that operators get tensors");
+  builder.setLoc(e.opLoc);
+  ir::Value *result =
+      builder.binary(getBinaryOpKind(e.op), lhs.front(), rhs.front());
+  setRule(result->getDefiningOp(), e.rule, "override");
+  checkTypes(e, {result});
+  return {result};
+}
+
+Values BodyLowering::lowerCall(const CallExpr &e) {
+  if (e.op)
+    return lowerOpCall(e);
+  assert(e.fn && "Sema resolved every callee");
+  return lowerFnCall(e);
+}
+
+/// A built-in op: its tensor operands are the leading positional arguments
+/// (or keyword arguments named like the operand); a variadic op's one list
+/// argument becomes one operand per element. Sema turned the remaining
+/// arguments into `attrs`.
+Values BodyLowering::lowerOpCall(const CallExpr &e) {
+  const OpInfo &info = *e.op;
+  Values operands;
+  for (unsigned i = 0; i < info.operandNames.size(); ++i) {
+    const Expr *arg = i < e.args.size() ? e.args[i].get() : nullptr;
+    for (const KeywordArg &kw : e.keywordArgs)
+      if (!arg && kw.name.name == info.operandNames[i])
+        arg = kw.value.get();
+    assert(arg && "Sema checked the operand count");
+    if (arg)
+      operands.append(lowerExpr(*arg));
+  }
+  builder.setLoc(e.callee.range.begin);
+  Values results = builder.create(info.kind, operands, e.attrs);
+  if (!results.empty()) // `unstack` of an axis of size 0 has none
+    setRule(results.front()->getDefiningOp(), e.rule, "override");
+  checkTypes(e, results);
+  return results;
+}
+
+/// A call of a function of the file, or of its generated NAME_grad, stays
+/// a `call` op; a function with @custom_grad or a grad block carries its
+/// rule on each call, since differentiation treats the call as one op.
+Values BodyLowering::lowerFnCall(const CallExpr &e) {
+  Values args;
+  for (const ExprPtr &arg : e.args)
+    args.append(lowerExpr(*arg));
+  std::string callee = e.fn->name.name;
+  if (e.callsGrad)
+    callee += "_grad";
+  // Sema typed the call with the caller's sizes; the declared result types
+  // are only a fallback (they may name the callee's sizes).
+  llvm::SmallVector<TensorType, 2> resultTypes = flattenType(e.type);
+  if (resultTypes.empty() && !e.callsGrad)
+    resultTypes.assign(e.fn->resultTypes.begin(), e.fn->resultTypes.end());
+  builder.setLoc(e.callee.range.begin);
+  Values results = builder.call(callee, args, resultTypes);
+  ir::Op *op = results.empty() ? nullptr : results.front()->getDefiningOp();
+  if (op && e.rule.instance) {
+    setRule(op, e.rule, "custom_grad");
+  } else if (op && !e.callsGrad && e.fn->customGrad) {
+    // Sema recorded the rule on the function only: point at the
+    // @custom_grad annotation, or at the inline grad block.
+    SourceLoc at;
+    if (const Annotation *a = findAnnotation(*e.fn, "custom_grad"))
+      at = a->range.begin;
+    else if (e.fn->gradBlock)
+      at = e.fn->gradBlock->range.begin;
+    setRule(op, e.fn->customGrad, at, "custom_grad");
+  }
+  return results;
+}
+
+Values BodyLowering::lowerIndex(const IndexExpr &e) {
+  Values base = lowerExpr(*e.base);
+  int64_t index = e.index < 0 ? e.index + int64_t(base.size()) : e.index;
+  assert(index >= 0 && index < int64_t(base.size()) &&
+         "Sema checked the index");
+  if (index < 0 || index >= int64_t(base.size()))
+    return {};
+  return {base[index]};
+}
+
+Values BodyLowering::lowerElements(llvm::ArrayRef<ExprPtr> elements) {
+  Values values;
+  for (const ExprPtr &element : elements)
+    values.append(lowerExpr(*element));
+  return values;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient-rule attributes and type checks
+//===----------------------------------------------------------------------===//
+
+void BodyLowering::setRule(ir::Op *op, const RuleChoice &choice,
+                           llvm::StringRef via) {
+  if (choice.instance)
+    setRule(op, choice.instance, choice.annotation.begin, via);
+}
+
+void BodyLowering::setRule(ir::Op *op, const RuleInstance *inst,
+                           SourceLoc annotation, llvm::StringRef via) {
+  if (!inst)
+    return;
+  ir::GradRuleAttr &attr = op->getGradRule();
+  attr.function = module.getRuleFunctionName(inst).str();
+  if (inst->rule)
+    attr.ruleName = inst->rule->name.name;
+  else if (inst->gradBlockOf)
+    attr.ruleName = "grad block of '" + inst->gradBlockOf->name.name + "'";
+  else
+    attr.ruleName = inst->name;
+  attr.via = via.str();
+  attr.annotationLoc = annotation;
+}
+
+void BodyLowering::checkTypes(const Expr &e,
+                              llvm::ArrayRef<ir::Value *> values) const {
+#ifndef NDEBUG
+  if (!e.type.isKnown())
+    return;
+  llvm::SmallVector<TensorType, 2> expected = flattenType(e.type);
+  assert(expected.size() == values.size() &&
+         "IRGen and Sema disagree on the number of values");
+  for (size_t i = 0; i < expected.size() && i < values.size(); ++i)
+    assert(expected[i] == values[i]->getType() &&
+           "the op table typed an op unlike Sema");
+#else
+  (void)e;
+  (void)values;
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// Functions and rule instances
+//===----------------------------------------------------------------------===//
+
+/// Rule instances keep Sema's name (`first_only.1`), made unique against
+/// every user function and every other instance just in case.
+void ModuleLowering::nameRuleInstances() {
+  llvm::StringSet<> taken;
+  for (const DeclPtr &decl : astModule.decls)
+    if (llvm::isa<FnDecl>(decl.get()))
+      taken.insert(decl->name.name);
+  unsigned counter = 0;
+  for (const auto &inst : astModule.ruleInstances) {
+    std::string name = inst->name.empty() ? "rule" : inst->name;
+    std::string unique = name;
+    while (taken.contains(unique))
+      unique = name + "." + std::to_string(++counter);
+    taken.insert(unique);
+    ruleFunctionNames[inst.get()] = unique;
+  }
+}
+
+void ModuleLowering::lowerFn(const FnDecl &fn) {
+  ir::Function *irFn = irModule->addFunction(fn.name.name);
+  irFn->setRole(ir::Function::Role::User);
+  irFn->setLoc(fn.signatureRange.isValid() ? fn.signatureRange.begin
+                                           : fn.getRange().begin);
+  BodyLowering body(*this, *irFn);
+  for (size_t i = 0; i < fn.params.size(); ++i) {
+    // Sema fills paramTypes; the written type is the fallback.
+    TensorType type = i < fn.paramTypes.size() ? fn.paramTypes[i]
+                      : fn.params[i].type      ? fn.params[i].type->toType()
+                                               : TensorType();
+    const std::string &name = fn.params[i].name.name;
+    body.bind(name, {irFn->addParam(type, name)});
+  }
+  irFn->setReturns(body.lowerBody(fn.body));
+  if (fn.wantsGrad) {
+    ir::Function::GradSpec spec;
+    spec.gradName = fn.name.name + "_grad";
+    spec.wrt = fn.gradParams;
+    if (const Annotation *a = findAnnotation(fn, "grad"))
+      spec.loc = a->range.begin;
+    irFn->setGradSpec(std::move(spec));
+  }
+}
+
+/// A rule instance becomes a function of the op's operands, results and
+/// cotangents (a list parameter one IR parameter per element: `xs.0`,
+/// `xs.1`) that returns one cotangent per operand element.
+void ModuleLowering::lowerRuleInstance(const RuleInstance &inst) {
+  ir::Function *irFn = irModule->addFunction(getRuleFunctionName(&inst).str());
+  irFn->setRole(ir::Function::Role::RuleInstance);
+  if (inst.rule)
+    irFn->setLoc(inst.rule->name.range.begin);
+  else if (inst.gradBlockOf && inst.gradBlockOf->gradBlock)
+    irFn->setLoc(inst.gradBlockOf->gradBlock->range.begin);
+  BodyLowering body(*this, *irFn);
+  for (size_t i = 0; i < inst.paramNames.size(); ++i) {
+    const std::string &name = inst.paramNames[i].name;
+    const ValueType &type =
+        i < inst.paramTypes.size() ? inst.paramTypes[i] : ValueType();
+    if (type.isTensor()) {
+      body.bind(name, {irFn->addParam(type.tensor, name)});
+      continue;
+    }
+    Values elements;
+    for (size_t k = 0; k < type.elements.size(); ++k)
+      elements.push_back(
+          irFn->addParam(type.elements[k], name + "." + std::to_string(k)));
+    body.bind(name, std::move(elements));
+  }
+  Values returns = body.lowerBody(inst.body);
+#ifndef NDEBUG
+  assert(returns.size() == inst.resultTypes.size() &&
+         "a rule instance returns one cotangent per operand element");
+  for (size_t i = 0; i < returns.size() && i < inst.resultTypes.size(); ++i)
+    assert(returns[i]->getType() == inst.resultTypes[i] &&
+           "a rule instance's cotangent has the operand's type");
+#endif
+  irFn->setReturns(returns);
+}
+
+std::unique_ptr<ir::Module> ModuleLowering::run() {
+  if (astModule.bufferStart.isValid())
+    irModule->sourceName = sm.getBufferName(astModule.bufferStart).str();
+  nameRuleInstances();
+  for (const DeclPtr &decl : astModule.decls)
+    if (const auto *fn = llvm::dyn_cast<FnDecl>(decl.get()))
+      lowerFn(*fn);
+  for (const auto &inst : astModule.ruleInstances)
+    lowerRuleInstance(*inst);
+  return std::move(irModule);
+}
+
+} // namespace
+
+std::unique_ptr<ir::Module> gradc::lowerModule(const ast::Module &module,
+                                               const SourceManager &sm) {
+  return ModuleLowering(module, sm).run();
+}

@@ -1,0 +1,91 @@
+//===- Lexer.h - Tokens of a .grad file -------------------------*- C++ -*-===//
+//
+// Splits a source buffer into tokens for the parser. Newlines matter in the
+// language (a statement ends at a line end), so the lexer emits one Newline
+// token for each run of line ends, comments and blank lines; the parser
+// ignores them inside parentheses and brackets. Every token also records
+// whether it is the first on its line, which lets the parser resynchronise
+// at a line start after an error inside parentheses.
+//
+// A character that cannot start a token, a malformed number or an out-of-
+// range literal is reported through the DiagnosticEngine and becomes an
+// Error token, so that the parser can fail quietly on it without reporting
+// a second error for the same place.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_PARSE_LEXER_H
+#define GRADC_PARSE_LEXER_H
+
+#include "gradc/Basic/Diagnostic.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <vector>
+
+namespace gradc {
+
+enum class TokenKind : uint8_t {
+  Eof,
+  Newline,
+  Error, ///< already reported by the lexer
+  Identifier,
+  Integer, ///< `12`: digits only
+  Float,   ///< `2.0`, `.5`, `1e-3`, `2.5e+3`
+  // Keywords.
+  KwFn,
+  KwRule,
+  KwLet,
+  KwReturn,
+  KwGrad,
+  KwTrue,
+  KwFalse,
+  // Punctuation.
+  LParen,
+  RParen,
+  LSquare,
+  RSquare,
+  LBrace,
+  RBrace,
+  Comma,
+  Colon,
+  Equal,
+  Arrow,
+  At,
+  Plus,
+  Minus,
+  Star,
+  Slash,
+  Less,
+  LessEqual,
+  Greater,
+  GreaterEqual,
+  EqualEqual,
+  ExclaimEqual,
+};
+
+/// How a token kind is written, for messages: "'('", "identifier".
+llvm::StringRef getTokenSpelling(TokenKind kind);
+
+struct Token {
+  TokenKind kind = TokenKind::Eof;
+  /// The characters of the token (empty for Eof; "\n" for Newline).
+  llvm::StringRef text;
+  SourceLoc loc;
+  /// True when no other token precedes this one on its line.
+  bool startsLine = false;
+
+  bool is(TokenKind k) const { return kind == k; }
+  bool isNot(TokenKind k) const { return kind != k; }
+  SourceLoc getEndLoc() const { return loc.getAdvanced(text.size()); }
+  SourceRange getRange() const { return SourceRange(loc, getEndLoc()); }
+};
+
+/// Lexes the whole buffer that starts at `bufferStart`. The result always
+/// ends with one Eof token located one past the last character.
+std::vector<Token> lexBuffer(const SourceManager &sm, SourceLoc bufferStart,
+                             DiagnosticEngine &diags);
+
+} // namespace gradc
+
+#endif // GRADC_PARSE_LEXER_H

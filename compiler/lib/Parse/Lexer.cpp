@@ -1,0 +1,355 @@
+//===- Lexer.cpp - Tokens of a .grad file ---------------------------------===//
+//
+// A hand-written, single-pass lexer over one buffer. It produces the whole
+// token vector at once: .grad files are small, and a vector lets the parser
+// look ahead (`name =` in a call is a keyword argument) without buffering.
+//
+// Newlines are tokens, collapsed so that a run of line ends, comments and
+// blank lines yields one Newline, and none precedes the first real token.
+// Bad input never stops the lexer: it reports, emits an Error token and
+// continues with the next character.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Parse/Lexer.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/ConvertUTF.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+using namespace gradc;
+
+llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
+  switch (kind) {
+  case TokenKind::Eof:
+    return "end of file";
+  case TokenKind::Newline:
+    return "newline";
+  case TokenKind::Error:
+    return "invalid token";
+  case TokenKind::Identifier:
+    return "identifier";
+  case TokenKind::Integer:
+  case TokenKind::Float:
+    return "number";
+  case TokenKind::KwFn:
+    return "'fn'";
+  case TokenKind::KwRule:
+    return "'rule'";
+  case TokenKind::KwLet:
+    return "'let'";
+  case TokenKind::KwReturn:
+    return "'return'";
+  case TokenKind::KwGrad:
+    return "'grad'";
+  case TokenKind::KwTrue:
+    return "'true'";
+  case TokenKind::KwFalse:
+    return "'false'";
+  case TokenKind::LParen:
+    return "'('";
+  case TokenKind::RParen:
+    return "')'";
+  case TokenKind::LSquare:
+    return "'['";
+  case TokenKind::RSquare:
+    return "']'";
+  case TokenKind::LBrace:
+    return "'{'";
+  case TokenKind::RBrace:
+    return "'}'";
+  case TokenKind::Comma:
+    return "','";
+  case TokenKind::Colon:
+    return "':'";
+  case TokenKind::Equal:
+    return "'='";
+  case TokenKind::Arrow:
+    return "'->'";
+  case TokenKind::At:
+    return "'@'";
+  case TokenKind::Plus:
+    return "'+'";
+  case TokenKind::Minus:
+    return "'-'";
+  case TokenKind::Star:
+    return "'*'";
+  case TokenKind::Slash:
+    return "'/'";
+  case TokenKind::Less:
+    return "'<'";
+  case TokenKind::LessEqual:
+    return "'<='";
+  case TokenKind::Greater:
+    return "'>'";
+  case TokenKind::GreaterEqual:
+    return "'>='";
+  case TokenKind::EqualEqual:
+    return "'=='";
+  case TokenKind::ExclaimEqual:
+    return "'!='";
+  }
+  return "token";
+}
+
+namespace {
+
+bool isIdentStart(char c) { return llvm::isAlpha(c) || c == '_'; }
+bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
+
+class Lexer {
+public:
+  Lexer(llvm::StringRef text, SourceLoc start, DiagnosticEngine &diags)
+      : text(text), start(start), diags(diags) {}
+
+  std::vector<Token> run();
+
+private:
+  SourceLoc locOf(size_t offset) const {
+    return start.getAdvanced(static_cast<uint32_t>(offset));
+  }
+  char peek(size_t ahead = 0) const {
+    return pos + ahead < text.size() ? text[pos + ahead] : '\0';
+  }
+  void push(TokenKind kind, size_t begin);
+  void lexNumber();
+  void lexIdentifier();
+  void lexBadCharacter();
+  bool lexPunctuation();
+  void skipDigits() {
+    while (llvm::isDigit(peek()))
+      ++pos;
+  }
+
+  llvm::StringRef text;
+  SourceLoc start;
+  DiagnosticEngine &diags;
+  size_t pos = 0;
+  bool atLineStart = true;
+  std::vector<Token> tokens;
+};
+
+} // namespace
+
+void Lexer::push(TokenKind kind, size_t begin) {
+  Token tok;
+  tok.kind = kind;
+  tok.text = text.slice(begin, pos);
+  tok.loc = locOf(begin);
+  tok.startsLine = atLineStart;
+  atLineStart = false;
+  tokens.push_back(tok);
+}
+
+// number  ::= digits [ '.' digits* ] [ exponent ]
+//           | '.' digits [ exponent ]
+// exponent ::= ('e' | 'E') [ '+' | '-' ] digits
+void Lexer::lexNumber() {
+  size_t begin = pos;
+  bool isFloat = false;
+  skipDigits();
+  if (peek() == '.') {
+    isFloat = true;
+    ++pos;
+    skipDigits();
+  }
+  bool badExponent = false;
+  if (peek() == 'e' || peek() == 'E') {
+    size_t digits = pos + 1;
+    if (digits < text.size() && (text[digits] == '+' || text[digits] == '-'))
+      ++digits;
+    isFloat = true;
+    pos = digits;
+    badExponent = !llvm::isDigit(peek());
+    skipDigits();
+  }
+  llvm::StringRef spelling = text.slice(begin, pos);
+
+  // `2x` or `1.5e3q`: one bad token, not a number followed by a name.
+  if (isIdentChar(peek())) {
+    size_t suffix = pos;
+    while (isIdentChar(peek()))
+      ++pos;
+    diags.report(locOf(suffix), diag::err_lex_number_suffix)
+        << text.slice(suffix, pos) << SourceRange(locOf(begin), locOf(pos));
+    push(TokenKind::Error, begin);
+    return;
+  }
+  if (badExponent) {
+    diags.report(locOf(begin), diag::err_lex_exponent_digits)
+        << spelling << SourceRange(locOf(begin), locOf(pos));
+    push(TokenKind::Error, begin);
+    return;
+  }
+  if (!isFloat) {
+    int64_t value;
+    if (spelling.getAsInteger(10, value)) {
+      diags.report(locOf(begin), diag::err_lex_int_too_large)
+          << spelling << SourceRange(locOf(begin), locOf(pos));
+      push(TokenKind::Error, begin);
+      return;
+    }
+    push(TokenKind::Integer, begin);
+    return;
+  }
+  std::string copy = spelling.str();
+  double value = std::strtod(copy.c_str(), nullptr);
+  if (!std::isfinite(value)) {
+    diags.report(locOf(begin), diag::err_lex_float_range)
+        << spelling << SourceRange(locOf(begin), locOf(pos));
+    push(TokenKind::Error, begin);
+    return;
+  }
+  push(TokenKind::Float, begin);
+}
+
+void Lexer::lexIdentifier() {
+  size_t begin = pos;
+  while (isIdentChar(peek()))
+    ++pos;
+  TokenKind kind = llvm::StringSwitch<TokenKind>(text.slice(begin, pos))
+                       .Case("fn", TokenKind::KwFn)
+                       .Case("rule", TokenKind::KwRule)
+                       .Case("let", TokenKind::KwLet)
+                       .Case("return", TokenKind::KwReturn)
+                       .Case("grad", TokenKind::KwGrad)
+                       .Case("true", TokenKind::KwTrue)
+                       .Case("false", TokenKind::KwFalse)
+                       .Default(TokenKind::Identifier);
+  push(kind, begin);
+}
+
+/// Reports the character at `pos`: a whole UTF-8 sequence when it is one
+/// (so that 'λ' is quoted as written), otherwise one byte, shown as \xNN
+/// when it is not printable.
+void Lexer::lexBadCharacter() {
+  size_t begin = pos;
+  unsigned char c = static_cast<unsigned char>(text[pos]);
+  std::string shown;
+  unsigned length = 1;
+  if (c >= 0x80) {
+    unsigned n = llvm::getNumBytesForUTF8(c);
+    const auto *p = reinterpret_cast<const llvm::UTF8 *>(text.data() + pos);
+    if (pos + n <= text.size() && llvm::isLegalUTF8Sequence(p, p + n))
+      length = n;
+  }
+  if (length > 1)
+    shown = text.substr(pos, length).str();
+  else if (llvm::isPrint(c))
+    shown = std::string(1, c);
+  else
+    shown = "\\x" + llvm::utohexstr(c, /*LowerCase=*/false, /*Width=*/2);
+  pos += length;
+  diags.report(locOf(begin), diag::err_lex_unexpected_char)
+      << shown << SourceRange(locOf(begin), locOf(pos));
+  push(TokenKind::Error, begin);
+}
+
+bool Lexer::lexPunctuation() {
+  size_t begin = pos;
+  char c = peek(), next = peek(1);
+  auto two = [&](TokenKind kind) {
+    pos += 2;
+    push(kind, begin);
+    return true;
+  };
+  auto one = [&](TokenKind kind) {
+    pos += 1;
+    push(kind, begin);
+    return true;
+  };
+  switch (c) {
+  case '(':
+    return one(TokenKind::LParen);
+  case ')':
+    return one(TokenKind::RParen);
+  case '[':
+    return one(TokenKind::LSquare);
+  case ']':
+    return one(TokenKind::RSquare);
+  case '{':
+    return one(TokenKind::LBrace);
+  case '}':
+    return one(TokenKind::RBrace);
+  case ',':
+    return one(TokenKind::Comma);
+  case ':':
+    return one(TokenKind::Colon);
+  case '@':
+    return one(TokenKind::At);
+  case '+':
+    return one(TokenKind::Plus);
+  case '*':
+    return one(TokenKind::Star);
+  case '/':
+    return one(TokenKind::Slash);
+  case '-':
+    return next == '>' ? two(TokenKind::Arrow) : one(TokenKind::Minus);
+  case '=':
+    return next == '=' ? two(TokenKind::EqualEqual) : one(TokenKind::Equal);
+  case '<':
+    return next == '=' ? two(TokenKind::LessEqual) : one(TokenKind::Less);
+  case '>':
+    return next == '=' ? two(TokenKind::GreaterEqual) : one(TokenKind::Greater);
+  case '!':
+    if (next == '=')
+      return two(TokenKind::ExclaimEqual);
+    return false;
+  default:
+    return false;
+  }
+}
+
+std::vector<Token> Lexer::run() {
+  while (pos < text.size()) {
+    char c = text[pos];
+    if (c == '\n') {
+      // One Newline per run of line ends; none before the first token.
+      if (!tokens.empty() && tokens.back().isNot(TokenKind::Newline)) {
+        ++pos;
+        push(TokenKind::Newline, pos - 1);
+      } else {
+        ++pos;
+      }
+      atLineStart = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      ++pos;
+      continue;
+    }
+    if (c == '#') {
+      while (pos < text.size() && text[pos] != '\n')
+        ++pos;
+      continue;
+    }
+    if (llvm::isDigit(c) || (c == '.' && llvm::isDigit(peek(1)))) {
+      lexNumber();
+      continue;
+    }
+    if (isIdentStart(c)) {
+      lexIdentifier();
+      continue;
+    }
+    if (lexPunctuation())
+      continue;
+    lexBadCharacter();
+  }
+  Token eof;
+  eof.kind = TokenKind::Eof;
+  eof.loc = locOf(text.size());
+  eof.startsLine = atLineStart;
+  tokens.push_back(eof);
+  return std::move(tokens);
+}
+
+std::vector<Token> gradc::lexBuffer(const SourceManager &sm,
+                                    SourceLoc bufferStart,
+                                    DiagnosticEngine &diags) {
+  return Lexer(sm.getBufferText(bufferStart), bufferStart, diags).run();
+}

@@ -12,6 +12,7 @@
 #include "gradc/AST/AST.h"
 #include "gradc/Basic/Diagnostic.h"
 #include "gradc/IR/IR.h"
+#include "gradc/IR/Interpreter.h"
 
 #include <memory>
 #include <string>
@@ -42,9 +43,27 @@ struct Compilation {
   int finish();
 };
 
-/// `gradc run FILE --call EXPR`.
-int runCommand(Compilation &c, llvm::StringRef callText,
-               llvm::StringRef backend);
+/// A way to evaluate a function of the compiled module
+/// (`gradc run --backend=NAME`). Returns false with `error` set on a
+/// run-time error (arguments whose sizes contradict the signature).
+struct RunBackend {
+  const char *name;
+  const char *description;
+  bool (*run)(const ir::Module &module, llvm::StringRef fnName,
+              llvm::ArrayRef<ir::Tensor> args,
+              std::vector<ir::Tensor> &results, std::string &error);
+};
+
+/// Every backend, in the order `--help` and error messages list them.
+llvm::ArrayRef<RunBackend> getRunBackends();
+/// The backend called `name`, or null.
+const RunBackend *lookupRunBackend(llvm::StringRef name);
+
+/// `gradc run FILE --call EXPR`: compiles `path` (running `pipeline` after
+/// differentiation), evaluates the call with `backend` and prints each
+/// result on its own line. Returns the exit status.
+int runCommand(Compilation &c, llvm::StringRef path, llvm::StringRef callText,
+               llvm::StringRef backend, llvm::StringRef pipeline);
 
 } // namespace gradc::driver
 

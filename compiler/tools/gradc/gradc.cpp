@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
                               "gradc: a source-to-source gradient compiler\n");
   Compilation c(verify);
   if (runCmd)
-    return runCommand(c, callExpr, backend);
+    return runCommand(c, inputFile, callExpr, backend, pipeline());
   if (checkCmd) {
     llvm::errs() << "gradc: error: 'gradc check' is not implemented yet\n";
     return 1;

@@ -1,8 +1,8 @@
 //===- Lexer.cpp - Tokens of a .grad file ---------------------------------===//
 //
-// A hand-written, single-pass lexer over one buffer. It produces the whole
-// token vector at once: .grad files are small, and a vector lets the parser
-// look ahead (`name =` in a call is a keyword argument) without buffering.
+// A hand-written lexer over one buffer. The parser pulls one token at a
+// time (and buffers what it looks ahead at), so a lexical error is reported
+// when the parser reaches it, in source order with the syntax errors.
 //
 // Newlines are tokens, collapsed so that a run of line ends, comments and
 // blank lines yields one Newline, and none precedes the first real token.
@@ -97,59 +97,29 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
   return "token";
 }
 
-namespace {
+static bool isIdentStart(char c) { return llvm::isAlpha(c) || c == '_'; }
+static bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
 
-bool isIdentStart(char c) { return llvm::isAlpha(c) || c == '_'; }
-bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
-
-class Lexer {
-public:
-  Lexer(llvm::StringRef text, SourceLoc start, DiagnosticEngine &diags)
-      : text(text), start(start), diags(diags) {}
-
-  std::vector<Token> run();
-
-private:
-  SourceLoc locOf(size_t offset) const {
-    return start.getAdvanced(static_cast<uint32_t>(offset));
-  }
-  char peek(size_t ahead = 0) const {
-    return pos + ahead < text.size() ? text[pos + ahead] : '\0';
-  }
-  void push(TokenKind kind, size_t begin);
-  void lexNumber();
-  void lexIdentifier();
-  void lexBadCharacter();
-  bool lexPunctuation();
-  void skipDigits() {
-    while (llvm::isDigit(peek()))
-      ++pos;
-  }
-
-  llvm::StringRef text;
-  SourceLoc start;
-  DiagnosticEngine &diags;
-  size_t pos = 0;
-  bool atLineStart = true;
-  std::vector<Token> tokens;
-};
-
-} // namespace
-
-void Lexer::push(TokenKind kind, size_t begin) {
+Token Lexer::make(TokenKind kind, size_t begin) {
   Token tok;
   tok.kind = kind;
   tok.text = text.slice(begin, pos);
   tok.loc = locOf(begin);
   tok.startsLine = atLineStart;
   atLineStart = false;
-  tokens.push_back(tok);
+  newlineAllowed = kind != TokenKind::Newline;
+  return tok;
+}
+
+void Lexer::skipDigits() {
+  while (llvm::isDigit(peek()))
+    ++pos;
 }
 
 // number  ::= digits [ '.' digits* ] [ exponent ]
 //           | '.' digits [ exponent ]
 // exponent ::= ('e' | 'E') [ '+' | '-' ] digits
-void Lexer::lexNumber() {
+Token Lexer::lexNumber() {
   size_t begin = pos;
   bool isFloat = false;
   skipDigits();
@@ -169,6 +139,7 @@ void Lexer::lexNumber() {
     skipDigits();
   }
   llvm::StringRef spelling = text.slice(begin, pos);
+  SourceRange range(locOf(begin), locOf(pos));
 
   // `2x` or `1.5e3q`: one bad token, not a number followed by a name.
   if (isIdentChar(peek())) {
@@ -177,38 +148,32 @@ void Lexer::lexNumber() {
       ++pos;
     diags.report(locOf(suffix), diag::err_lex_number_suffix)
         << text.slice(suffix, pos) << SourceRange(locOf(begin), locOf(pos));
-    push(TokenKind::Error, begin);
-    return;
+    return make(TokenKind::Error, begin);
   }
   if (badExponent) {
     diags.report(locOf(begin), diag::err_lex_exponent_digits)
-        << spelling << SourceRange(locOf(begin), locOf(pos));
-    push(TokenKind::Error, begin);
-    return;
+        << spelling << range;
+    return make(TokenKind::Error, begin);
   }
   if (!isFloat) {
     int64_t value;
     if (spelling.getAsInteger(10, value)) {
       diags.report(locOf(begin), diag::err_lex_int_too_large)
-          << spelling << SourceRange(locOf(begin), locOf(pos));
-      push(TokenKind::Error, begin);
-      return;
+          << spelling << range;
+      return make(TokenKind::Error, begin);
     }
-    push(TokenKind::Integer, begin);
-    return;
+    return make(TokenKind::Integer, begin);
   }
   std::string copy = spelling.str();
   double value = std::strtod(copy.c_str(), nullptr);
   if (!std::isfinite(value)) {
-    diags.report(locOf(begin), diag::err_lex_float_range)
-        << spelling << SourceRange(locOf(begin), locOf(pos));
-    push(TokenKind::Error, begin);
-    return;
+    diags.report(locOf(begin), diag::err_lex_float_range) << spelling << range;
+    return make(TokenKind::Error, begin);
   }
-  push(TokenKind::Float, begin);
+  return make(TokenKind::Float, begin);
 }
 
-void Lexer::lexIdentifier() {
+Token Lexer::lexIdentifier() {
   size_t begin = pos;
   while (isIdentChar(peek()))
     ++pos;
@@ -221,23 +186,23 @@ void Lexer::lexIdentifier() {
                        .Case("true", TokenKind::KwTrue)
                        .Case("false", TokenKind::KwFalse)
                        .Default(TokenKind::Identifier);
-  push(kind, begin);
+  return make(kind, begin);
 }
 
 /// Reports the character at `pos`: a whole UTF-8 sequence when it is one
 /// (so that 'λ' is quoted as written), otherwise one byte, shown as \xNN
 /// when it is not printable.
-void Lexer::lexBadCharacter() {
+Token Lexer::lexBadCharacter() {
   size_t begin = pos;
   unsigned char c = static_cast<unsigned char>(text[pos]);
-  std::string shown;
   unsigned length = 1;
   if (c >= 0x80) {
     unsigned n = llvm::getNumBytesForUTF8(c);
     const auto *p = reinterpret_cast<const llvm::UTF8 *>(text.data() + pos);
-    if (pos + n <= text.size() && llvm::isLegalUTF8Sequence(p, p + n))
+    if (n > 1 && pos + n <= text.size() && llvm::isLegalUTF8Sequence(p, p + n))
       length = n;
   }
+  std::string shown;
   if (length > 1)
     shown = text.substr(pos, length).str();
   else if (llvm::isPrint(c))
@@ -247,20 +212,20 @@ void Lexer::lexBadCharacter() {
   pos += length;
   diags.report(locOf(begin), diag::err_lex_unexpected_char)
       << shown << SourceRange(locOf(begin), locOf(pos));
-  push(TokenKind::Error, begin);
+  return make(TokenKind::Error, begin);
 }
 
-bool Lexer::lexPunctuation() {
+bool Lexer::lexPunctuation(Token &out) {
   size_t begin = pos;
   char c = peek(), next = peek(1);
   auto two = [&](TokenKind kind) {
     pos += 2;
-    push(kind, begin);
+    out = make(kind, begin);
     return true;
   };
   auto one = [&](TokenKind kind) {
     pos += 1;
-    push(kind, begin);
+    out = make(kind, begin);
     return true;
   };
   switch (c) {
@@ -297,26 +262,23 @@ bool Lexer::lexPunctuation() {
   case '>':
     return next == '=' ? two(TokenKind::GreaterEqual) : one(TokenKind::Greater);
   case '!':
-    if (next == '=')
-      return two(TokenKind::ExclaimEqual);
-    return false;
+    return next == '=' && two(TokenKind::ExclaimEqual);
   default:
     return false;
   }
 }
 
-std::vector<Token> Lexer::run() {
+Token Lexer::lex() {
   while (pos < text.size()) {
     char c = text[pos];
     if (c == '\n') {
+      ++pos;
       // One Newline per run of line ends; none before the first token.
-      if (!tokens.empty() && tokens.back().isNot(TokenKind::Newline)) {
-        ++pos;
-        push(TokenKind::Newline, pos - 1);
-      } else {
-        ++pos;
-      }
+      bool emit = newlineAllowed;
+      Token tok = make(TokenKind::Newline, pos - 1);
       atLineStart = true;
+      if (emit)
+        return tok;
       continue;
     }
     if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
@@ -328,28 +290,14 @@ std::vector<Token> Lexer::run() {
         ++pos;
       continue;
     }
-    if (llvm::isDigit(c) || (c == '.' && llvm::isDigit(peek(1)))) {
-      lexNumber();
-      continue;
-    }
-    if (isIdentStart(c)) {
-      lexIdentifier();
-      continue;
-    }
-    if (lexPunctuation())
-      continue;
-    lexBadCharacter();
+    if (llvm::isDigit(c) || (c == '.' && llvm::isDigit(peek(1))))
+      return lexNumber();
+    if (isIdentStart(c))
+      return lexIdentifier();
+    Token tok;
+    if (lexPunctuation(tok))
+      return tok;
+    return lexBadCharacter();
   }
-  Token eof;
-  eof.kind = TokenKind::Eof;
-  eof.loc = locOf(text.size());
-  eof.startsLine = atLineStart;
-  tokens.push_back(eof);
-  return std::move(tokens);
-}
-
-std::vector<Token> gradc::lexBuffer(const SourceManager &sm,
-                                    SourceLoc bufferStart,
-                                    DiagnosticEngine &diags) {
-  return Lexer(sm.getBufferText(bufferStart), bufferStart, diags).run();
+  return make(TokenKind::Eof, pos);
 }

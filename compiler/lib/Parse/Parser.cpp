@@ -29,6 +29,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <deque>
 
 using namespace gradc;
 using namespace gradc::ast;
@@ -50,9 +51,9 @@ struct ParsedExpr {
 
 class Parser {
 public:
-  Parser(std::vector<Token> tokens, SourceLoc bufferStart,
+  Parser(const SourceManager &sm, SourceLoc bufferStart,
          DiagnosticEngine &diags)
-      : tokens(std::move(tokens)), bufferStart(bufferStart), diags(diags) {}
+      : lexer(sm, bufferStart, diags), bufferStart(bufferStart), diags(diags) {}
 
   std::unique_ptr<Module> parseModule();
 
@@ -61,26 +62,36 @@ private:
   // Tokens
   //===--------------------------------------------------------------------===//
 
-  const Token &tok() const { return tokens[pos]; }
-  bool is(TokenKind kind) const { return tok().is(kind); }
-  bool isNameToken() const { return is(TokenKind::Identifier); }
-  bool atLineEnd() const {
+  /// The token at index `i`, lexing up to it on demand. A deque keeps
+  /// references to earlier tokens valid while it grows.
+  const Token &tokenAt(size_t i) {
+    while (tokens.size() <= i) {
+      if (!tokens.empty() && tokens.back().is(TokenKind::Eof))
+        return tokens.back();
+      tokens.push_back(lexer.lex());
+    }
+    return tokens[i];
+  }
+  const Token &tok() { return tokenAt(pos); }
+  bool is(TokenKind kind) { return tok().is(kind); }
+  bool isNameToken() { return is(TokenKind::Identifier); }
+  bool atLineEnd() {
     return is(TokenKind::Newline) || is(TokenKind::Eof) ||
            is(TokenKind::RBrace);
   }
 
   /// The n-th token after the current one, as the parser will see it
   /// (newlines skipped inside groups).
-  const Token &peekAhead(unsigned n) const {
+  const Token &peekAhead(unsigned n) {
     size_t i = pos;
-    while (n > 0 && tokens[i].isNot(TokenKind::Eof)) {
+    while (n > 0 && tokenAt(i).isNot(TokenKind::Eof)) {
       ++i;
       if (groupDepth > 0)
-        while (tokens[i].is(TokenKind::Newline))
+        while (tokenAt(i).is(TokenKind::Newline))
           ++i;
       --n;
     }
-    return tokens[i];
+    return tokenAt(i);
   }
 
   /// Consumes the current token and returns its location.
@@ -115,7 +126,7 @@ private:
   /// Where to report that something is missing: right after the previous
   /// token when the current one is on a later line, else at the current
   /// one.
-  SourceLoc expectedLoc() const {
+  SourceLoc expectedLoc() {
     bool later =
         is(TokenKind::Newline) || is(TokenKind::Eof) || tok().startsLine;
     return later && prevEnd.isValid() ? prevEnd : tok().loc;
@@ -236,6 +247,8 @@ private:
   DeclPtr parseFn(std::vector<Annotation> annotations, SourceLoc begin);
   DeclPtr parseRule(std::vector<Annotation> annotations, SourceLoc begin);
   bool parseUntypedParams(std::vector<Param> &params, llvm::StringRef after);
+  bool parseFnSignature(FnDecl &fn, SourceLoc &end);
+  void recoverAtBody();
   bool parseTypedParam(std::vector<Param> &params);
   bool parseResults(FnDecl &fn, SourceLoc &end);
   bool parseGradBlock(GradBlock &out);
@@ -268,7 +281,8 @@ private:
                         ParsedExpr rhs);
   ParsedExpr finish(ExprPtr expr, unsigned height);
 
-  std::vector<Token> tokens;
+  Lexer lexer;
+  std::deque<Token> tokens;
   size_t pos = 0;
   SourceLoc prevEnd;
   SourceLoc bufferStart;
@@ -410,31 +424,14 @@ bool Parser::parseAnnotation(Annotation &out) {
 // gradBlock ::= 'grad' '(' [ name { ',' name } ] ')' block
 DeclPtr Parser::parseFn(std::vector<Annotation> annotations, SourceLoc begin) {
   SourceLoc fnLoc = consume(); // 'fn'
-  Ident name;
-  if (!parseIdent(name, "function"))
-    return nullptr;
-  std::vector<Param> params;
-  if (!is(TokenKind::LParen)) {
-    errorExpectedAfter("'('", "function name");
-    return nullptr;
-  }
-  {
-    Group group(*this, TokenKind::RParen);
-    SourceLoc end;
-    if (!parseCommaList(TokenKind::RParen,
-                        [&] { return parseTypedParam(params); }) ||
-        !group.close(end))
-      return nullptr;
-  }
-  if (!expect(TokenKind::Arrow, "the parameters"))
-    return nullptr;
-
   // The declaration is built at the end, when its range is known; collect
   // the parts in a scratch node first.
   FnDecl scratch{SourceRange()};
   SourceLoc sigEnd;
-  if (!parseResults(scratch, sigEnd))
+  if (!parseFnSignature(scratch, sigEnd)) {
+    recoverAtBody();
     return nullptr;
+  }
   std::vector<StmtPtr> body;
   SourceLoc end;
   if (!parseBlock(body, end))
@@ -452,14 +449,48 @@ DeclPtr Parser::parseFn(std::vector<Annotation> annotations, SourceLoc begin) {
 
   auto fn = std::make_unique<FnDecl>(SourceRange(begin, end));
   fn->annotations = std::move(annotations);
-  fn->name = std::move(name);
-  fn->params = std::move(params);
+  fn->name = std::move(scratch.name);
+  fn->params = std::move(scratch.params);
   fn->body = std::move(body);
   fn->results = std::move(scratch.results);
   fn->returnsTuple = scratch.returnsTuple;
   fn->gradBlock = std::move(gradBlock);
   fn->signatureRange = SourceRange(fnLoc, sigEnd);
   return fn;
+}
+
+bool Parser::parseFnSignature(FnDecl &fn, SourceLoc &end) {
+  if (!parseIdent(fn.name, "function"))
+    return false;
+  if (!is(TokenKind::LParen))
+    return errorExpectedAfter("'('", "function name");
+  {
+    Group group(*this, TokenKind::RParen);
+    SourceLoc paramsEnd;
+    if (!parseCommaList(TokenKind::RParen,
+                        [&] { return parseTypedParam(fn.params); }) ||
+        !group.close(paramsEnd))
+      return false;
+  }
+  return expect(TokenKind::Arrow, "the parameters") && parseResults(fn, end);
+}
+
+/// After an error in a signature, skips to its body and parses it for the
+/// errors in it, unless a declaration starts first.
+void Parser::recoverAtBody() {
+  while (!is(TokenKind::Eof)) {
+    if (is(TokenKind::LBrace)) {
+      std::vector<StmtPtr> body;
+      SourceLoc end;
+      parseBlock(body, end);
+      return;
+    }
+    bool declStart =
+        is(TokenKind::KwFn) || is(TokenKind::KwRule) || is(TokenKind::At);
+    if (declStart && tok().startsLine)
+      return;
+    consume();
+  }
 }
 
 bool Parser::parseTypedParam(std::vector<Param> &params) {
@@ -520,8 +551,10 @@ bool Parser::parseUntypedParams(std::vector<Param> &params,
 
 bool Parser::parseGradBlock(GradBlock &out) {
   SourceLoc begin = consume(); // 'grad'
-  if (!parseUntypedParams(out.params, "'grad'"))
+  if (!parseUntypedParams(out.params, "'grad'")) {
+    recoverAtBody();
     return false;
+  }
   SourceLoc end;
   if (!parseBlock(out.body, end))
     return false;
@@ -534,11 +567,11 @@ DeclPtr Parser::parseRule(std::vector<Annotation> annotations,
                           SourceLoc begin) {
   consume(); // 'rule'
   Ident name;
-  if (!parseIdent(name, "rule"))
-    return nullptr;
   std::vector<Param> params;
-  if (!parseUntypedParams(params, "rule name"))
+  if (!parseIdent(name, "rule") || !parseUntypedParams(params, "rule name")) {
+    recoverAtBody();
     return nullptr;
+  }
   std::vector<StmtPtr> body;
   SourceLoc end;
   if (!parseBlock(body, end))
@@ -1098,6 +1131,5 @@ ParsedExpr Parser::parseListExpr() {
 std::unique_ptr<Module> gradc::parseModule(const SourceManager &sm,
                                            SourceLoc bufferStart,
                                            DiagnosticEngine &diags) {
-  std::vector<Token> tokens = lexBuffer(sm, bufferStart, diags);
-  return Parser(std::move(tokens), bufferStart, diags).parseModule();
+  return Parser(sm, bufferStart, diags).parseModule();
 }

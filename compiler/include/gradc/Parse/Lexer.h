@@ -21,8 +21,6 @@
 
 #include "llvm/ADT/StringRef.h"
 
-#include <vector>
-
 namespace gradc {
 
 enum class TokenKind : uint8_t {
@@ -81,10 +79,39 @@ struct Token {
   SourceRange getRange() const { return SourceRange(loc, getEndLoc()); }
 };
 
-/// Lexes the whole buffer that starts at `bufferStart`. The result always
-/// ends with one Eof token located one past the last character.
-std::vector<Token> lexBuffer(const SourceManager &sm, SourceLoc bufferStart,
-                             DiagnosticEngine &diags);
+/// Produces the tokens of one buffer on demand, so that the lexer's
+/// diagnostics interleave with the parser's in source order. After the end
+/// of the buffer, lex() keeps returning one Eof token located one past the
+/// last character.
+class Lexer {
+public:
+  Lexer(const SourceManager &sm, SourceLoc bufferStart, DiagnosticEngine &diags)
+      : text(sm.getBufferText(bufferStart)), start(bufferStart), diags(diags) {}
+
+  Token lex();
+
+private:
+  SourceLoc locOf(size_t offset) const {
+    return start.getAdvanced(static_cast<uint32_t>(offset));
+  }
+  char peek(size_t ahead = 0) const {
+    return pos + ahead < text.size() ? text[pos + ahead] : '\0';
+  }
+  Token make(TokenKind kind, size_t begin);
+  Token lexNumber();
+  Token lexIdentifier();
+  Token lexBadCharacter();
+  bool lexPunctuation(Token &out);
+  void skipDigits();
+
+  llvm::StringRef text;
+  SourceLoc start;
+  DiagnosticEngine &diags;
+  size_t pos = 0;
+  bool atLineStart = true;
+  /// No Newline before the first token or after another Newline.
+  bool newlineAllowed = false;
+};
 
 } // namespace gradc
 

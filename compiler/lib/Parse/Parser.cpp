@@ -312,7 +312,8 @@ std::unique_ptr<Module> Parser::parseModule() {
     }
     if (is(TokenKind::Newline) || is(TokenKind::Eof))
       continue;
-    diags.report(tok().loc, diag::err_expected_newline) << "declaration";
+    if (!is(TokenKind::Error))
+      diags.report(tok().loc, diag::err_expected_newline) << "declaration";
     skipToNextDecl(start);
   }
   return module;
@@ -418,8 +419,8 @@ bool Parser::parseAnnotation(Annotation &out) {
   return true;
 }
 
-// fnDecl    ::= 'fn' name '(' [ param { ',' param } ] ')' '->' results
-//               block [ [newline] gradBlock ]
+// fnDecl    ::= 'fn' name '(' [ param { ',' param } ] ')' [newline] '->'
+//               results block [ [newline] gradBlock ]
 // param     ::= name ':' type
 // gradBlock ::= 'grad' '(' [ name { ',' name } ] ')' block
 DeclPtr Parser::parseFn(std::vector<Annotation> annotations, SourceLoc begin) {
@@ -472,6 +473,8 @@ bool Parser::parseFnSignature(FnDecl &fn, SourceLoc &end) {
         !group.close(paramsEnd))
       return false;
   }
+  // The result may go on the next line: a signature has no statement to end.
+  skipNewlines();
   return expect(TokenKind::Arrow, "the parameters") && parseResults(fn, end);
 }
 
@@ -621,7 +624,8 @@ bool Parser::parseBlock(std::vector<StmtPtr> &body, SourceLoc &end) {
     body.push_back(std::move(stmt));
     if (atLineEnd())
       continue;
-    diags.report(tok().loc, diag::err_expected_newline) << "statement";
+    if (!is(TokenKind::Error))
+      diags.report(tok().loc, diag::err_expected_newline) << "statement";
     skipToStmtEnd(start);
   }
 }

@@ -1,4 +1,538 @@
-//===- ReverseMode.cpp - STUB: to be written ---------------------------------===//
+//===- ReverseMode.cpp - Generating NAME_grad functions -------------------===//
+//
+// Reverse-mode differentiation of straight-line tensor code. For a
+// function `f` with a GradSpec, differentiate() builds `f_grad`:
+//
+//   1. Parameters: f's parameters, then one cotangent per result (none
+//      when f returns one floating-point scalar: its seed is 1).
+//   2. Forward: a copy of f's body, with every call of a user function
+//      inlined recursively, except calls that carry a gradient rule (a
+//      @custom_grad function is one primitive whose gradient is its rule).
+//   3. Activity: the floating-point values that depend on a `wrt`
+//      parameter through differentiable operands. Only they get adjoints.
+//   4. Reverse sweep: the forward ops in reverse order; each op that some
+//      cotangent reached runs its rule (the user rule named by its
+//      GradRuleAttr, as a call of the rule instance, else the built-in
+//      rule), which accumulates into its operands' adjoints. Every op a
+//      rule creates carries a note saying which op and which rule.
+//   5. Results: the adjoint of each `wrt` parameter, or zeros when none
+//      reached it.
+//   6. The rule-instance calls and the kept @custom_grad calls are
+//      inlined, so that f_grad holds only ordinary ops.
+//
+// Gradients are generated in dependency order (a function calling `g_grad`
+// needs g_grad's body), and rule instances that nothing refers to any more
+// are removed at the end.
+//
+//===----------------------------------------------------------------------===//
+
 #include "gradc/AD/ReverseMode.h"
+
+#include "GradContext.h"
+
+#include "gradc/IR/Inline.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+#include <functional>
+#include <map>
+
 using namespace gradc;
-bool ad::differentiate(ir::Module &, DiagnosticEngine &) { return true; }
+using namespace gradc::ad;
+using ir::Function;
+using ir::Op;
+using ir::Value;
+
+namespace {
+
+/// Whether `fn` returns one floating-point scalar, whose gradient is
+/// seeded with 1 instead of a cotangent parameter.
+bool returnsFloatScalar(const Function &fn) {
+  if (fn.getReturns().size() != 1)
+    return false;
+  const TensorType &t = fn.getReturns().front()->getType();
+  return t.isScalar() && isFloat(t.dtype);
+}
+
+/// `d_<name>` for a value the user named, or "" for a temporary.
+std::string adjointName(const Value *v) {
+  if (v->getName().empty())
+    return "";
+  return ("d_" + v->getName()).str();
+}
+
+/// The cotangent parameter of result `i` of `fn`.
+std::string cotangentName(const Function &fn, unsigned i) {
+  std::string name = adjointName(fn.getReturns()[i]);
+  if (!name.empty())
+    return name;
+  return fn.getReturns().size() == 1 ? "d_out" : "d_out" + std::to_string(i);
+}
+
+/// How diagnostics and notes name an op: `'stack'`, or `call of 'f'`.
+std::string opLabel(const Op &op) {
+  if (op.getKind() == OpKind::Call)
+    return ("call of '" + op.getCallee() + "'").str();
+  return ("'" + op.getName() + "'").str();
+}
+
+class Differentiator {
+public:
+  Differentiator(ir::Module &module, DiagnosticEngine &diags,
+                 const GradRegistry &registry)
+      : module(module), diags(diags), registry(registry) {}
+
+  bool run();
+
+private:
+  bool collectSpecs(std::vector<Function *> &pending);
+  bool orderSpecs(std::vector<Function *> &pending);
+  void collectGradCalls(const Function &fn, llvm::StringSet<> &visited,
+                        std::vector<Function *> &deps);
+  bool generate(Function &fn);
+  bool buildGradient(Function &fn, Function &grad);
+  llvm::DenseSet<const Value *> findActive(const Function &grad,
+                                           llvm::ArrayRef<unsigned> wrt) const;
+  bool sweepOp(GradContext &ctx, const Op &op, const Function &grad);
+  bool applyUserRule(GradContext &ctx, const Op &op);
+  void reportInlineFailure(const Function &fn,
+                           const ir::InlineFailure &failure);
+  void eraseUnusedRuleInstances();
+
+  /// "f.grad:7:13": file name (without directories, so that printed IR
+  /// does not depend on where the file lives), line and column.
+  std::string locText(SourceLoc loc) const;
+  /// The note on every op that the rule of `op` creates.
+  std::string ruleNote(const Op &op) const;
+
+  ir::Module &module;
+  DiagnosticEngine &diags;
+  const GradRegistry &registry;
+  /// The pending gradients by name, to find calls of them.
+  llvm::StringMap<Function *> pendingByGradName;
+};
+
+std::string Differentiator::locText(SourceLoc loc) const {
+  PresumedLoc p = diags.getSourceManager().getPresumedLoc(loc);
+  if (!p.isValid())
+    return "";
+  return (llvm::sys::path::filename(p.filename) + ":" + llvm::Twine(p.line) +
+          ":" + llvm::Twine(p.column))
+      .str();
+}
+
+std::string Differentiator::ruleNote(const Op &op) const {
+  std::string what =
+      op.getKind() == OpKind::Call ? op.getCallee().str() : op.getName().str();
+  std::string note = "gradient of '" + what + "'";
+  std::string where = locText(op.getLoc());
+  if (!where.empty())
+    note += " at " + where;
+  const ir::GradRuleAttr &rule = op.getGradRule();
+  if (!rule.isSet())
+    return note + ": built-in rule";
+  note += ": rule '" + rule.ruleName + "' from @" + rule.via;
+  std::string annotation = locText(rule.annotationLoc);
+  if (!annotation.empty())
+    note += " at " + annotation;
+  return note;
+}
+
+//===----------------------------------------------------------------------===//
+// Which gradients, in which order
+//===----------------------------------------------------------------------===//
+
+/// Gathers the functions with a GradSpec whose gradient does not exist yet
+/// and reports specs that cannot be generated.
+bool Differentiator::collectSpecs(std::vector<Function *> &pending) {
+  bool ok = true;
+  for (const auto &fn : module.getFunctions()) {
+    const auto &spec = fn->getGradSpec();
+    if (!spec)
+      continue;
+    for (unsigned index : spec->wrt) {
+      if (index < fn->getParams().size())
+        continue;
+      diags.report(spec->loc, diag::err_ad_wrt_range)
+          << fn->getName() << index << fn->getParams().size();
+      ok = false;
+    }
+    Function *existing = module.lookup(spec->gradName);
+    // A generated gradient of a printed module: differentiated already.
+    if (existing && existing->getRole() == Function::Role::Grad &&
+        !pendingByGradName.count(spec->gradName))
+      continue;
+    if (existing || pendingByGradName.count(spec->gradName)) {
+      diags.report(spec->loc, diag::err_ad_grad_name_clash)
+          << spec->gradName << fn->getName();
+      SourceLoc declared = existing
+                               ? existing->getLoc()
+                               : pendingByGradName[spec->gradName]->getLoc();
+      if (declared.isValid())
+        diags.report(declared, diag::note_ad_declared_here) << spec->gradName;
+      ok = false;
+      continue;
+    }
+    pendingByGradName[spec->gradName] = fn.get();
+    pending.push_back(fn.get());
+  }
+  return ok;
+}
+
+/// Adds to `deps` the pending functions whose gradient `fn` calls, directly
+/// or through the functions and rules it uses.
+void Differentiator::collectGradCalls(const Function &fn,
+                                      llvm::StringSet<> &visited,
+                                      std::vector<Function *> &deps) {
+  for (const auto &op : fn.getOps()) {
+    llvm::SmallVector<llvm::StringRef, 2> used;
+    if (op->getKind() == OpKind::Call)
+      used.push_back(op->getCallee());
+    if (op->getGradRule().isSet())
+      used.push_back(op->getGradRule().function);
+    for (llvm::StringRef name : used) {
+      if (!visited.insert(name).second)
+        continue;
+      if (Function *owner = pendingByGradName.lookup(name))
+        deps.push_back(owner);
+      else if (const Function *callee = module.lookup(name))
+        collectGradCalls(*callee, visited, deps);
+    }
+  }
+}
+
+/// Sorts `pending` so that every gradient comes after the gradients it
+/// calls (depth first, in module order, so the order is deterministic).
+/// Reports a cycle.
+bool Differentiator::orderSpecs(std::vector<Function *> &pending) {
+  std::map<Function *, std::vector<Function *>> deps;
+  for (Function *fn : pending) {
+    llvm::StringSet<> visited;
+    visited.insert(fn->getName());
+    collectGradCalls(*fn, visited, deps[fn]);
+  }
+  enum class Mark { None, Active, Done };
+  std::map<Function *, Mark> marks;
+  std::vector<Function *> sorted, stack;
+  std::function<bool(Function *)> visit = [&](Function *fn) {
+    Mark &mark = marks[fn];
+    if (mark == Mark::Done)
+      return true;
+    if (mark == Mark::Active) {
+      // The cycle is the part of the stack from fn's first appearance.
+      auto start = llvm::find(stack, fn);
+      std::string cycle;
+      for (auto it = start; it != stack.end(); ++it)
+        cycle += (*it)->getGradSpec()->gradName + " -> ";
+      cycle += fn->getGradSpec()->gradName;
+      diags.report(fn->getGradSpec()->loc, diag::err_ad_grad_cycle) << cycle;
+      return false;
+    }
+    mark = Mark::Active;
+    stack.push_back(fn);
+    for (Function *dep : deps[fn])
+      if (!visit(dep))
+        return false;
+    stack.pop_back();
+    marks[fn] = Mark::Done;
+    sorted.push_back(fn);
+    return true;
+  };
+  for (Function *fn : pending)
+    if (!visit(fn))
+      return false;
+  pending = std::move(sorted);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// One gradient
+//===----------------------------------------------------------------------===//
+
+void Differentiator::reportInlineFailure(const Function &fn,
+                                         const ir::InlineFailure &failure) {
+  SourceLoc loc = failure.loc.isValid() ? failure.loc : fn.getLoc();
+  if (failure.kind == ir::InlineFailure::Kind::UnknownCallee) {
+    diags.report(loc, diag::err_ad_unknown_callee)
+        << fn.getName() << failure.callee;
+    return;
+  }
+  std::string chain;
+  for (const std::string &name : failure.chain)
+    chain += (chain.empty() ? "" : " -> ") + name;
+  diags.report(loc, diag::err_ad_recursion) << fn.getName() << chain;
+}
+
+llvm::DenseSet<const Value *>
+Differentiator::findActive(const Function &grad,
+                           llvm::ArrayRef<unsigned> wrt) const {
+  llvm::DenseSet<const Value *> active;
+  for (unsigned index : wrt)
+    if (isFloat(grad.getParam(index)->getType().dtype))
+      active.insert(grad.getParam(index));
+  for (const auto &op : grad.getOps()) {
+    // A user rule may send a gradient to any operand; a built-in one only
+    // to the operands the op table calls differentiable.
+    bool userRule = op->getGradRule().isSet();
+    bool reached = false;
+    for (unsigned i = 0; i < op->getNumOperands() && !reached; ++i)
+      reached = active.contains(op->getOperand(i)) &&
+                (userRule || op->getInfo().isOperandDifferentiable(i));
+    if (!reached)
+      continue;
+    for (Value *r : op->getResults())
+      if (isFloat(r->getType().dtype))
+        active.insert(r);
+  }
+  return active;
+}
+
+// A user rule instance takes (operands..., results..., cotangents...) and
+// returns one cotangent per operand; each is accumulated like a built-in
+// rule's contribution.
+bool Differentiator::applyUserRule(GradContext &ctx, const Op &op) {
+  const ir::GradRuleAttr &rule = op.getGradRule();
+  const Function *fn = module.lookup(rule.function);
+  if (!fn) {
+    diags.report(op.getLoc(), diag::err_ad_rule_missing)
+        << rule.ruleName << opLabel(op) << rule.function;
+    return false;
+  }
+  unsigned numOperands = op.getNumOperands(), numResults = op.getNumResults();
+  unsigned numArgs = numOperands + 2 * numResults;
+  if (fn->getParams().size() != numArgs) {
+    diags.report(op.getLoc(), diag::err_ad_rule_arity)
+        << rule.ruleName << opLabel(op) << fn->getParams().size() << numArgs
+        << numOperands << numResults;
+    return false;
+  }
+  llvm::SmallVector<const TensorType *, 8> argTypes;
+  for (Value *v : op.getOperands())
+    argTypes.push_back(&v->getType());
+  for (unsigned pass = 0; pass < 2; ++pass)
+    for (Value *r : op.getResults())
+      argTypes.push_back(&r->getType());
+  for (unsigned i = 0; i < numArgs; ++i) {
+    const TensorType &expected = fn->getParam(i)->getType();
+    if (expected == *argTypes[i])
+      continue;
+    diags.report(op.getLoc(), diag::err_ad_rule_param_type)
+        << rule.ruleName << opLabel(op) << expected.str() << i
+        << argTypes[i]->str();
+    return false;
+  }
+  if (fn->getReturns().size() != numOperands) {
+    diags.report(op.getLoc(), diag::err_ad_rule_result_count)
+        << rule.ruleName << fn->getReturns().size() << opLabel(op)
+        << numOperands;
+    return false;
+  }
+  llvm::SmallVector<TensorType, 4> returnTypes;
+  for (unsigned i = 0; i < numOperands; ++i) {
+    // A cotangent fits when accumulate() can sum it to the operand's
+    // shape: the operand's own type, or a broadcast of it.
+    const TensorType &ret = fn->getReturns()[i]->getType();
+    const TensorType &operand = op.getOperand(i)->getType();
+    std::optional<Shape> both = broadcastShapes(ret.shape, operand.shape);
+    if (ret.dtype != operand.dtype || !both || *both != ret.shape) {
+      diags.report(op.getLoc(), diag::err_ad_rule_result_type)
+          << rule.ruleName << ret.str() << i << opLabel(op) << operand.str();
+      return false;
+    }
+    returnTypes.push_back(ret);
+  }
+
+  llvm::SmallVector<Value *, 8> args(op.getOperands());
+  llvm::append_range(args, op.getResults());
+  for (Value *r : op.getResults())
+    args.push_back(ctx.adjointOrZeros(r));
+  auto cotangents = ctx.builder().call(rule.function, args, returnTypes);
+  for (unsigned i = 0; i < numOperands; ++i)
+    ctx.accumulate(op.getOperand(i), cotangents[i]);
+  return true;
+}
+
+/// Runs the rule of one forward op, if a cotangent reached it.
+bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
+                             const Function &grad) {
+  bool reached = false;
+  for (Value *r : op.getResults()) {
+    Value *adjoint = ctx.adjointOf(r);
+    if (!adjoint)
+      continue;
+    reached = true;
+    // Every use of r comes later, so its adjoint is complete: name it.
+    if (adjoint->getName().empty() && !adjoint->isParam())
+      adjoint->setName(adjointName(r));
+  }
+  if (!reached)
+    return true;
+
+  ir::Builder &b = ctx.builder();
+  b.setLoc(op.getLoc());
+  b.setNote(ruleNote(op));
+  if (op.getGradRule().isSet())
+    return applyUserRule(ctx, op);
+  if (GradRuleFn rule = registry.lookup(op.getKind())) {
+    rule(ctx, op);
+    return true;
+  }
+  // Activity analysis never lets a cotangent reach a non-differentiable
+  // op; a differentiable op without a rule is a hole in the registry.
+  if (!op.getInfo().isDifferentiable())
+    return true;
+  diags.report(op.getLoc(), diag::err_ad_no_rule)
+      << op.getName() << grad.getName();
+  return false;
+}
+
+bool Differentiator::buildGradient(Function &fn, Function &grad) {
+  const Function::GradSpec &spec = *fn.getGradSpec();
+  // 1. The signature.
+  for (Value *p : fn.getParams())
+    grad.addParam(p->getType(), p->getName());
+  bool seedIsOne = returnsFloatScalar(fn);
+  llvm::SmallVector<Value *, 2> cotangents;
+  if (!seedIsOne)
+    for (unsigned i = 0; i < fn.getReturns().size(); ++i)
+      cotangents.push_back(
+          grad.addParam(fn.getReturns()[i]->getType(), cotangentName(fn, i)));
+
+  // 2. The forward body: a call of fn, inlined with everything it calls
+  // except the calls that carry a rule.
+  ir::Builder b(grad);
+  b.setLoc(spec.loc);
+  llvm::SmallVector<TensorType, 2> resultTypes;
+  for (Value *r : fn.getReturns())
+    resultTypes.push_back(r->getType());
+  llvm::ArrayRef<Value *> params =
+      grad.getParams().take_front(fn.getParams().size());
+  grad.setReturns(b.call(fn.getName(), params, resultTypes));
+  // A @custom_grad function is one primitive even in its own gradient.
+  if (fn.getCustomGrad().isSet())
+    grad.getOps().back()->getGradRule() = fn.getCustomGrad();
+  ir::InlineFailure failure;
+  auto withoutRule = [](const Op &op) { return !op.getGradRule().isSet(); };
+  if (!ir::inlineAllCalls(module, grad, withoutRule, failure)) {
+    reportInlineFailure(fn, failure);
+    return false;
+  }
+  std::vector<Value *> outputs(grad.getReturns().begin(),
+                               grad.getReturns().end());
+  std::vector<Op *> forward;
+  for (const auto &op : grad.getOps())
+    forward.push_back(op.get());
+
+  // 3. Activity, and the seed: 1 for a scalar result, else the cotangent
+  // parameters (a value returned twice gets both).
+  GradContext ctx(grad, findActive(grad, spec.wrt));
+  ir::Builder &cb = ctx.builder();
+  cb.setLoc(spec.loc);
+  if (seedIsOne) {
+    Value *out = outputs.front();
+    cb.setNote(("seed: the gradient of '" + fn.getName() +
+                "' with respect to its result is 1")
+                   .str());
+    if (ctx.isActive(out))
+      ctx.setAdjoint(out, ctx.scalarLike(out, 1.0));
+  } else {
+    cb.setNote(("cotangents of the results of '" + fn.getName() + "'").str());
+    for (auto [out, cotangent] : llvm::zip(outputs, cotangents))
+      ctx.accumulate(out, cotangent);
+  }
+
+  // 4. The reverse sweep.
+  for (Op *op : llvm::reverse(forward))
+    if (!sweepOp(ctx, *op, grad))
+      return false;
+
+  // 5. The gradients of the wrt parameters.
+  cb.setLoc(spec.loc);
+  std::vector<Value *> grads;
+  for (unsigned index : spec.wrt) {
+    Value *param = grad.getParam(index);
+    Value *adjoint = ctx.adjointOf(param);
+    if (!adjoint) {
+      cb.setNote(("'" + param->getName() + "' does not affect the result of '" +
+                  fn.getName() + "': zero gradient")
+                     .str());
+      adjoint = cb.zerosLike(param);
+    }
+    if (adjoint->getName().empty() && !adjoint->isParam())
+      adjoint->setName(adjointName(param));
+    grads.push_back(adjoint);
+  }
+  grad.setReturns(grads);
+
+  // 6. Only ordinary ops remain: inline the rule instances and the
+  // @custom_grad functions kept whole during the sweep.
+  if (!ir::inlineAllCalls(
+          module, grad, [](const Op &) { return true; }, failure)) {
+    reportInlineFailure(fn, failure);
+    return false;
+  }
+  return true;
+}
+
+bool Differentiator::generate(Function &fn) {
+  const Function::GradSpec &spec = *fn.getGradSpec();
+  Function *grad = module.addFunction(spec.gradName);
+  grad->setRole(Function::Role::Grad);
+  grad->setLoc(spec.loc);
+  if (buildGradient(fn, *grad))
+    return true;
+  module.eraseFunction(grad);
+  return false;
+}
+
+/// Removes the rule instances that no call and no op's rule names: they
+/// have been inlined everywhere they were used.
+void Differentiator::eraseUnusedRuleInstances() {
+  bool erased = true;
+  while (erased) {
+    llvm::StringSet<> used;
+    for (const auto &fn : module.getFunctions())
+      for (const auto &op : fn->getOps()) {
+        if (op->getKind() == OpKind::Call)
+          used.insert(op->getCallee());
+        if (op->getGradRule().isSet())
+          used.insert(op->getGradRule().function);
+      }
+    erased = false;
+    std::vector<Function *> unused;
+    for (const auto &fn : module.getFunctions())
+      if (fn->getRole() == Function::Role::RuleInstance &&
+          !used.contains(fn->getName()))
+        unused.push_back(fn.get());
+    for (Function *fn : unused) {
+      module.eraseFunction(fn);
+      erased = true;
+    }
+  }
+}
+
+bool Differentiator::run() {
+  std::vector<Function *> pending;
+  if (!collectSpecs(pending) || !orderSpecs(pending))
+    return false;
+  for (Function *fn : pending)
+    if (!generate(*fn))
+      return false;
+  eraseUnusedRuleInstances();
+  return true;
+}
+
+} // namespace
+
+bool ad::differentiate(ir::Module &module, DiagnosticEngine &diags,
+                       const GradRegistry &registry) {
+  return Differentiator(module, diags, registry).run();
+}
+
+bool ad::differentiate(ir::Module &module, DiagnosticEngine &diags) {
+  GradRegistry registry = GradRegistry::createBuiltin();
+  return differentiate(module, diags, registry);
+}

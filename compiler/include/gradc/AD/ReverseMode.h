@@ -3,23 +3,36 @@
 // For every function marked @grad, adds `NAME_grad` to the module: the
 // forward computation followed by its reverse sweep, with each op's
 // gradient taken from the registry (lib/AD/GradRegistry.h): a user rule an
-// annotation chose, else the op's built-in rule.
+// annotation chose, else the op's built-in rule. docs/Gradients.md
+// describes the method and every rule.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GRADC_AD_REVERSEMODE_H
 #define GRADC_AD_REVERSEMODE_H
 
+#include "gradc/AD/GradRegistry.h"
 #include "gradc/Basic/Diagnostic.h"
 #include "gradc/IR/IR.h"
-
 
 namespace gradc::ad {
 
 /// Generates the gradient of every function that has a GradSpec, in an
 /// order where a gradient that calls another generated gradient comes
-/// after it. Returns false after reporting an error.
+/// after it. `NAME_grad` takes the function's parameters, then one
+/// cotangent per result unless the function returns one floating-point
+/// scalar (whose seed is 1), and returns the gradients of the GradSpec's
+/// `wrt` parameters in parameter order. A GradSpec whose gradient already
+/// exists as a generated (Role::Grad) function is skipped, so that
+/// differentiating printed gradient IR again is harmless. Rule-instance
+/// functions that nothing refers to any more are removed afterwards.
+/// Returns false after reporting an error; the module is then unchanged
+/// except for the gradients generated before the error.
 bool differentiate(ir::Module &module, DiagnosticEngine &diags);
+
+/// The same with an explicit set of built-in rules (for tests).
+bool differentiate(ir::Module &module, DiagnosticEngine &diags,
+                   const GradRegistry &registry);
 
 } // namespace gradc::ad
 

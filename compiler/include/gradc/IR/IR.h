@@ -192,6 +192,14 @@ public:
   const std::optional<GradSpec> &getGradSpec() const { return gradSpec; }
   void setGradSpec(GradSpec spec) { gradSpec = std::move(spec); }
 
+  /// Set on a @custom_grad function (or one with a grad block): the rule
+  /// that is its gradient. Calls of the function carry the same rule as
+  /// their GradRuleAttr; differentiation reads this copy for the
+  /// function's own NAME_grad, which then applies the rule to the whole
+  /// body instead of differentiating it.
+  const GradRuleAttr &getCustomGrad() const { return customGrad; }
+  void setCustomGrad(GradRuleAttr rule) { customGrad = std::move(rule); }
+
 private:
   std::string name;
   std::vector<Value *> params;
@@ -201,6 +209,7 @@ private:
   SourceLoc loc;
   Role role = Role::User;
   std::optional<GradSpec> gradSpec;
+  GradRuleAttr customGrad;
 };
 
 class Module {

@@ -1,0 +1,96 @@
+//===- Layout.cpp - Gradients of stack, unstack, concat and split ---------===//
+//
+// These ops only move elements, so each one's gradient is its inverse
+// applied to the cotangents: stack <-> unstack, concat <-> split. A list
+// operand is several IR operands, and a list result several IR results;
+// a result that no gradient reached contributes zeros of its type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GradContext.h"
+
+#include "gradc/AD/GradRegistry.h"
+
+using namespace gradc;
+using namespace gradc::ad;
+using ir::Value;
+
+namespace {
+
+AttrList axisAttr(int64_t axis) {
+  AttrList attrs;
+  attrs.set("axis", axis);
+  return attrs;
+}
+
+bool anyOperandActive(GradContext &ctx, const ir::Op &op) {
+  for (Value *v : op.getOperands())
+    if (ctx.isActive(v))
+      return true;
+  return false;
+}
+
+/// The cotangent of every result, zeros where none reached it.
+llvm::SmallVector<Value *, 4> resultAdjoints(GradContext &ctx,
+                                             const ir::Op &op) {
+  llvm::SmallVector<Value *, 4> adjoints;
+  for (Value *r : op.getResults())
+    adjoints.push_back(ctx.adjointOrZeros(r));
+  return adjoints;
+}
+
+// y = stack([x_0, ..., x_n-1], axis):   [dx_0, ..., dx_n-1] += unstack(dy,
+// axis)
+void stackGrad(GradContext &ctx, const ir::Op &op) {
+  if (!anyOperandActive(ctx, op))
+    return;
+  int64_t axis = op.getAttrs().getInt("axis");
+  auto parts = ctx.builder().create(
+      OpKind::Unstack, {ctx.adjointOf(op.getResult())}, axisAttr(axis));
+  for (unsigned i = 0; i < op.getNumOperands(); ++i)
+    ctx.accumulate(op.getOperand(i), parts[i]);
+}
+
+// [y_0, ..., y_n-1] = unstack(x, axis):   dx += stack([dy_0, ..., dy_n-1],
+// axis)
+void unstackGrad(GradContext &ctx, const ir::Op &op) {
+  int64_t axis = op.getAttrs().getInt("axis");
+  ctx.accumulate(op.getOperand(0),
+                 ctx.builder().create1(OpKind::Stack, resultAdjoints(ctx, op),
+                                       axisAttr(axis)));
+}
+
+// y = concat([x_0, ..., x_n-1], axis):
+//   [dx_0, ..., dx_n-1] += split(dy, axis, sizes = [size of x_i along axis])
+void concatGrad(GradContext &ctx, const ir::Op &op) {
+  if (!anyOperandActive(ctx, op))
+    return;
+  int64_t axis = op.getAttrs().getInt("axis");
+  Shape sizes;
+  for (Value *x : op.getOperands())
+    sizes.push_back(x->getType().shape[axis]);
+  AttrList attrs = axisAttr(axis);
+  attrs.set("sizes", sizes);
+  auto parts = ctx.builder().create(
+      OpKind::Split, {ctx.adjointOf(op.getResult())}, std::move(attrs));
+  for (unsigned i = 0; i < op.getNumOperands(); ++i)
+    ctx.accumulate(op.getOperand(i), parts[i]);
+}
+
+// [y_0, ..., y_n-1] = split(x, axis, sizes):
+//   dx += concat([dy_0, ..., dy_n-1], axis)
+void splitGrad(GradContext &ctx, const ir::Op &op) {
+  int64_t axis = op.getAttrs().getInt("axis");
+  ctx.accumulate(op.getOperand(0),
+                 ctx.builder().create1(OpKind::Concat, resultAdjoints(ctx, op),
+                                       axisAttr(axis)));
+}
+
+} // namespace
+
+void gradc::ad::registerLayoutGrads(GradRegistry &registry) {
+  registry.add(OpKind::Stack, stackGrad);
+  registry.add(OpKind::Unstack, unstackGrad);
+  registry.add(OpKind::Concat, concatGrad);
+  registry.add(OpKind::Split, splitGrad);
+}

@@ -1,0 +1,128 @@
+//===- Reduce.cpp - Gradients of reductions and normalisations ------------===//
+//
+// A reduction over `axes` maps x: S -> R. Its cotangent dy has shape R; the
+// rules first give dy back the reduced axes as size 1 (the `keepdims`
+// shape K) so that it broadcasts against x. Reductions take their `axis`
+// attribute normalised by the op table: a sorted list of non-negative axes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GradContext.h"
+
+#include "gradc/AD/GradRegistry.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace gradc;
+using namespace gradc::ad;
+using ir::Value;
+
+namespace {
+
+const std::vector<int64_t> &reducedAxes(const ir::Op &op) {
+  return op.getAttrs().getInts("axis");
+}
+
+/// The shape of the operand with every reduced axis kept as size 1.
+Shape keptShape(const ir::Op &op) {
+  Shape kept = op.getOperand(0)->getType().shape;
+  for (int64_t axis : reducedAxes(op))
+    kept[axis] = Dim::known(1);
+  return kept;
+}
+
+/// `v` (shaped like the op's result) reshaped to the keepdims shape K.
+Value *withKeptAxes(GradContext &ctx, const ir::Op &op, Value *v) {
+  Shape kept = keptShape(op);
+  if (v->getType().shape == kept)
+    return v;
+  return ctx.builder().reshape(v, kept);
+}
+
+// y = sum(x, axes):   dx += broadcast_to(reshape(dy, K), shape(x))
+void sumGrad(GradContext &ctx, const ir::Op &op) {
+  Value *x = op.getOperand(0);
+  Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(op.getResult()));
+  ctx.accumulate(x, ctx.builder().broadcastTo(dy, x->getType().shape));
+}
+
+// y = mean(x, axes) = sum(x, axes) / n, n = number of elements reduced:
+//   dx += broadcast_to(reshape(dy, K), shape(x)) / n
+// n is a constant when the reduced sizes are known; with a size name it is
+// computed as sum(ones_like(x), axes, keepdims).
+void meanGrad(GradContext &ctx, const ir::Op &op) {
+  ir::Builder &b = ctx.builder();
+  Value *x = op.getOperand(0);
+  Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(op.getResult()));
+  Value *spread = b.broadcastTo(dy, x->getType().shape);
+  int64_t count = 1;
+  bool known = true;
+  for (int64_t axis : reducedAxes(op)) {
+    const Dim &d = x->getType().shape[axis];
+    known &= d.isKnown();
+    count *= d.isKnown() ? d.getSize() : 1;
+  }
+  Value *n = known ? ctx.scalarLike(x, double(count))
+                   : b.sum(b.onesLike(x), reducedAxes(op), /*keepdims=*/true);
+  ctx.accumulate(x, b.div(spread, n));
+}
+
+// y = max(x, axes):   dx += m * reshape(dy, K) / sum(m, axes, keepdims)
+//   where m = (x == reshape(y, K)) as 1 or 0.
+// The cotangent is divided equally among the elements that tie for the
+// maximum, so that it is a valid subgradient and sums to dy.
+void maxGrad(GradContext &ctx, const ir::Op &op) {
+  ir::Builder &b = ctx.builder();
+  Value *x = op.getOperand(0), *y = op.getResult();
+  Value *atMax = b.binary(OpKind::Equal, x, withKeptAxes(ctx, op, y));
+  Value *mask = b.select(atMax, ctx.scalarLike(x, 1.0), ctx.scalarLike(x, 0.0));
+  Value *ties = b.sum(mask, reducedAxes(op), /*keepdims=*/true);
+  Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(y));
+  ctx.accumulate(x, b.div(b.mul(mask, dy), ties));
+}
+
+// y = logsumexp(x, axes) = ln sum(e^x):
+//   dx += reshape(dy, K) * e^(x - reshape(y, K))      (the softmax of x)
+void logSumExpGrad(GradContext &ctx, const ir::Op &op) {
+  ir::Builder &b = ctx.builder();
+  Value *x = op.getOperand(0), *y = op.getResult();
+  Value *softmax = b.unary(OpKind::Exp, b.sub(x, withKeptAxes(ctx, op, y)));
+  Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(y));
+  ctx.accumulate(x, b.mul(dy, softmax));
+}
+
+/// The one axis of softmax / log_softmax, as a reduction's axis list.
+std::vector<int64_t> softmaxAxis(const ir::Op &op) {
+  return {op.getAttrs().getInt("axis")};
+}
+
+// y = softmax(x, axis):   dx += y * (dy - sum(dy * y, axis, keepdims))
+void softmaxGrad(GradContext &ctx, const ir::Op &op) {
+  ir::Builder &b = ctx.builder();
+  Value *y = op.getResult();
+  Value *dy = ctx.adjointOf(y);
+  Value *dot = b.sum(b.mul(dy, y), softmaxAxis(op), /*keepdims=*/true);
+  ctx.accumulate(op.getOperand(0), b.mul(y, b.sub(dy, dot)));
+}
+
+// y = log_softmax(x, axis) = x - logsumexp(x, axis):
+//   dx += dy - e^y * sum(dy, axis, keepdims)           (e^y = softmax(x))
+void logSoftmaxGrad(GradContext &ctx, const ir::Op &op) {
+  ir::Builder &b = ctx.builder();
+  Value *y = op.getResult();
+  Value *dy = ctx.adjointOf(y);
+  Value *total = b.sum(dy, softmaxAxis(op), /*keepdims=*/true);
+  Value *softmax = b.unary(OpKind::Exp, y);
+  ctx.accumulate(op.getOperand(0), b.sub(dy, b.mul(softmax, total)));
+}
+
+} // namespace
+
+void gradc::ad::registerReduceGrads(GradRegistry &registry) {
+  registry.add(OpKind::Sum, sumGrad);
+  registry.add(OpKind::Mean, meanGrad);
+  registry.add(OpKind::Max, maxGrad);
+  registry.add(OpKind::LogSumExp, logSumExpGrad);
+  registry.add(OpKind::Softmax, softmaxGrad);
+  registry.add(OpKind::LogSoftmax, logSoftmaxGrad);
+}

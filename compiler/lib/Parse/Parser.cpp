@@ -94,11 +94,13 @@ private:
     return tokenAt(i);
   }
 
-  /// Consumes the current token and returns its location.
+  /// Consumes the current token and returns its location. `prevEnd`
+  /// tracks the end of the last token that is not a Newline.
   SourceLoc consume() {
     const Token &t = tok();
     SourceLoc loc = t.loc;
-    prevEnd = t.getEndLoc();
+    if (t.isNot(TokenKind::Newline))
+      prevEnd = t.getEndLoc();
     if (t.isNot(TokenKind::Eof))
       ++pos;
     skipIgnoredNewlines();

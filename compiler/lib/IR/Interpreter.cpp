@@ -1,5 +1,1318 @@
-//===- Interpreter.cpp - STUB: to be written ---------------------------------===//
+//===- Interpreter.cpp - The reference interpreter ------------------------===//
+//
+// Runs a function of a module on concrete tensors, one op at a time, with
+// the semantics docs/IR.md gives each op of Ops.def. The rules that make it
+// an oracle:
+//
+//  - Every op computes in double and rounds each result element to its
+//    element type once (roundToDType). For f32 `+ - * /` and sqrt this is
+//    exactly IEEE float arithmetic, since double carries more than twice
+//    float's precision.
+//  - i32 arithmetic is done in 64-bit unsigned integers and wrapped to 32
+//    bits, so it never overflows in C++; division truncates toward zero and
+//    dividing by zero is a run-time error.
+//  - Reductions, matmul and softmax add in a fixed order: increasing flat
+//    (row-major) index of the input, accumulating in double (in 64-bit
+//    integers for i32), and round once at the end.
+//  - Every size name is bound from the arguments' shapes; attributes that
+//    hold size names (reshape, broadcast_to, one_hot, split) resolve
+//    through those bindings.
+//
+// Shapes are re-checked at run time (the verifier proved them statically),
+// and each result is compared with its declared type, so an interpreter
+// bug or an unverified module gives an error rather than a wrong answer.
+//
+//===----------------------------------------------------------------------===//
+
 #include "gradc/IR/Interpreter.h"
+
+#include "gradc/IR/Printer.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
 using namespace gradc;
-int64_t ir::Tensor::numElements() const { int64_t n = 1; for (int64_t d : shape) n *= d; return n; }
-bool ir::interpret(const Module &, llvm::StringRef, llvm::ArrayRef<Tensor>, std::vector<Tensor> &, std::string &e) { e = "not implemented"; return false; }
+using namespace gradc::ir;
+
+int64_t Tensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+double ir::roundToDType(DType dtype, double v) {
+  switch (dtype) {
+  case DType::F32:
+    // Values at or beyond FLT_MAX + half an ulp round to infinity; the
+    // explicit test keeps the conversion defined in C++.
+    if (std::fabs(v) >= 0x1.ffffffp+127)
+      return std::copysign(INFINITY, v);
+    return double(float(v));
+  case DType::F64:
+    return v;
+  case DType::I32: {
+    if (!std::isfinite(v))
+      return 0;
+    double m = std::fmod(std::trunc(v), 4294967296.0);
+    if (m < 0)
+      m += 4294967296.0;
+    return double(int32_t(uint32_t(m)));
+  }
+  case DType::Bool:
+    return v != 0 ? 1 : 0;
+  }
+  return v;
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Element arithmetic
+//===----------------------------------------------------------------------===//
+
+/// Wraps a 64-bit two's complement value to i32.
+double wrap32(uint64_t v) { return double(int32_t(uint32_t(v))); }
+uint64_t asU64(double v) { return uint64_t(int64_t(v)); }
+
+bool anyNaN(double a, double b) { return std::isnan(a) || std::isnan(b); }
+
+/// maximum/minimum propagate NaN, as NumPy's do.
+double maxValue(double a, double b) {
+  return anyNaN(a, b) ? NAN : std::max(a, b);
+}
+double minValue(double a, double b) {
+  return anyNaN(a, b) ? NAN : std::min(a, b);
+}
+
+double sigmoid(double x) {
+  // Never exponentiates a large positive number.
+  if (x >= 0)
+    return 1 / (1 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1 + e);
+}
+
+double unaryValue(OpKind kind, double x, bool isInt) {
+  switch (kind) {
+  case OpKind::Identity:
+  case OpKind::StopGradient:
+    return x;
+  case OpKind::ZerosLike:
+    return 0;
+  case OpKind::OnesLike:
+    return 1;
+  case OpKind::Neg:
+    return isInt ? wrap32(0 - asU64(x)) : -x;
+  case OpKind::Exp:
+    return std::exp(x);
+  case OpKind::Log:
+    return std::log(x);
+  case OpKind::Sqrt:
+    return std::sqrt(x);
+  case OpKind::Abs:
+    return isInt ? wrap32(x < 0 ? 0 - asU64(x) : asU64(x)) : std::fabs(x);
+  case OpKind::Sign:
+    if (std::isnan(x))
+      return x;
+    return x > 0 ? 1 : x < 0 ? -1 : 0;
+  case OpKind::Sin:
+    return std::sin(x);
+  case OpKind::Cos:
+    return std::cos(x);
+  case OpKind::Tanh:
+    return std::tanh(x);
+  case OpKind::Sigmoid:
+    return sigmoid(x);
+  case OpKind::Relu:
+    return std::isnan(x) ? x : x > 0 ? x : 0;
+  case OpKind::Softplus:
+    // max(x, 0) + log1p(e^-|x|): no overflow for large |x|.
+    return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+  case OpKind::Square:
+    return isInt ? wrap32(asU64(x) * asU64(x)) : x * x;
+  default:
+    break;
+  }
+  return NAN;
+}
+
+bool isUnary(OpKind kind) {
+  switch (kind) {
+  case OpKind::Identity:
+  case OpKind::StopGradient:
+  case OpKind::ZerosLike:
+  case OpKind::OnesLike:
+  case OpKind::Neg:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Abs:
+  case OpKind::Sign:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Tanh:
+  case OpKind::Sigmoid:
+  case OpKind::Relu:
+  case OpKind::Softplus:
+  case OpKind::Square:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool isBinary(OpKind kind) {
+  switch (kind) {
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+  case OpKind::Less:
+  case OpKind::LessEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterEqual:
+  case OpKind::Equal:
+  case OpKind::NotEqual:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// One element of a binary op; false only for an i32 division by zero.
+bool binaryValue(OpKind kind, double a, double b, bool isInt, double &out) {
+  switch (kind) {
+  case OpKind::Add:
+    out = isInt ? wrap32(asU64(a) + asU64(b)) : a + b;
+    return true;
+  case OpKind::Sub:
+    out = isInt ? wrap32(asU64(a) - asU64(b)) : a - b;
+    return true;
+  case OpKind::Mul:
+    out = isInt ? wrap32(asU64(a) * asU64(b)) : a * b;
+    return true;
+  case OpKind::Div:
+    if (!isInt) {
+      out = a / b;
+      return true;
+    }
+    if (b == 0)
+      return false;
+    // In 64 bits INT_MIN / -1 is 2^31, which wraps back to INT_MIN.
+    out = wrap32(uint64_t(int64_t(a) / int64_t(b)));
+    return true;
+  case OpKind::Pow:
+    out = std::pow(a, b);
+    return true;
+  case OpKind::Maximum:
+    out = maxValue(a, b);
+    return true;
+  case OpKind::Minimum:
+    out = minValue(a, b);
+    return true;
+  case OpKind::Less:
+    out = a < b;
+    return true;
+  case OpKind::LessEqual:
+    out = a <= b;
+    return true;
+  case OpKind::Greater:
+    out = a > b;
+    return true;
+  case OpKind::GreaterEqual:
+    out = a >= b;
+    return true;
+  case OpKind::Equal:
+    out = a == b;
+    return true;
+  case OpKind::NotEqual:
+    out = a != b;
+    return true;
+  default:
+    break;
+  }
+  out = NAN;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and index loops
+//===----------------------------------------------------------------------===//
+
+using IntShape = std::vector<int64_t>;
+
+std::string shapeText(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t product(llvm::ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// NumPy broadcasting of concrete shapes.
+bool broadcastShape(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
+                    IntShape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+/// Calls `f(outIndex, offsets)` for every index of `outShape` in row-major
+/// order; `offsets[k]` is the flat index into operand k, whose stride for
+/// each output axis is `strides[k][axis]`.
+void stridedLoop(llvm::ArrayRef<int64_t> outShape,
+                 const std::vector<IntShape> &strides,
+                 llvm::function_ref<void(int64_t, llvm::ArrayRef<int64_t>)> f) {
+  int64_t total = product(outShape);
+  if (total == 0)
+    return;
+  size_t rank = outShape.size(), n = strides.size();
+  IntShape index(rank, 0), offsets(n, 0);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    f(flat, offsets);
+    for (size_t d = rank; d-- > 0;) {
+      ++index[d];
+      for (size_t k = 0; k < n; ++k)
+        offsets[k] += strides[k][d];
+      if (index[d] < outShape[d])
+        break;
+      for (size_t k = 0; k < n; ++k)
+        offsets[k] -= strides[k][d] * outShape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+/// The strides that read an operand of shape `in` broadcast to `out`
+/// (right-aligned; 0 along broadcast axes).
+IntShape broadcastStrides(llvm::ArrayRef<int64_t> in,
+                          llvm::ArrayRef<int64_t> out) {
+  IntShape strides(out.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = in.size(); i-- > 0;) {
+    size_t o = out.size() - in.size() + i;
+    strides[o] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  return strides;
+}
+
+/// Row-major strides of a shape.
+IntShape rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
+  IntShape strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+/// Resolves a possibly negative axis; false when out of range.
+bool resolveAxis(int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return false;
+  if (axis < 0)
+    axis += rank;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The interpreter
+//===----------------------------------------------------------------------===//
+
+/// Thrown-free error plumbing: every evaluation step returns false after
+/// setting `message`.
+class Interpreter {
+public:
+  explicit Interpreter(const Module &module) : module(module) {}
+
+  std::string message;
+
+  bool callFunction(const Function &fn, llvm::ArrayRef<Tensor> args,
+                    std::vector<Tensor> &results, unsigned depth) {
+    if (depth > maxInterpreterCallDepth)
+      return fail("calls are nested more than " +
+                  std::to_string(maxInterpreterCallDepth) + " deep (is '" +
+                  fn.getName().str() + "' recursive?)");
+    Frame frame(fn);
+    if (!bindArguments(frame, args))
+      return false;
+    for (const auto &op : fn.getOps())
+      if (!runOp(frame, *op, depth))
+        return false;
+    results.clear();
+    for (const Value *v : fn.getReturns()) {
+      const Tensor *t = frame.lookup(v);
+      if (!t)
+        return fail("in function '" + fn.getName().str() +
+                    "': a returned value is not defined");
+      results.push_back(*t);
+    }
+    return true;
+  }
+
+private:
+  const Module &module;
+
+  struct Frame {
+    explicit Frame(const Function &fn) : fn(fn), names(fn) {}
+    const Function &fn;
+    ValueNamer names;
+    llvm::DenseMap<const Value *, Tensor> values;
+    std::map<std::string, int64_t> sizes;
+
+    const Tensor *lookup(const Value *v) const {
+      auto it = values.find(v);
+      return it == values.end() ? nullptr : &it->second;
+    }
+  };
+
+  bool fail(std::string text) {
+    message = std::move(text);
+    return false;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Arguments and size names
+  //===--------------------------------------------------------------------===//
+
+  static std::string paramName(const Value *p) {
+    if (!p->getName().empty())
+      return p->getName().str();
+    return "#" + std::to_string(p->getResultIndex());
+  }
+
+  bool bindArguments(Frame &frame, llvm::ArrayRef<Tensor> args) {
+    const Function &fn = frame.fn;
+    std::string fnName = fn.getName().str();
+    if (args.size() != fn.getParams().size())
+      return fail("'" + fnName + "' takes " +
+                  std::to_string(fn.getParams().size()) + " argument(s), got " +
+                  std::to_string(args.size()));
+    std::map<std::string, std::string> boundBy; // size name -> argument
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Value *param = fn.getParam(i);
+      const TensorType &type = param->getType();
+      const Tensor &arg = args[i];
+      std::string name = paramName(param);
+      std::string where = "argument '" + name + "' of '" + fnName + "'";
+      if (arg.dtype != type.dtype)
+        return fail(where + " has element type " + dtypeName(arg.dtype).str() +
+                    ", but its type is " + type.str());
+      if (arg.shape.size() != type.getRank())
+        return fail(where + " has shape " + shapeText(arg.shape) +
+                    ", but its type " + type.str() + " has rank " +
+                    std::to_string(type.getRank()));
+      for (int64_t d : arg.shape)
+        if (d < 0)
+          return fail(where + " has the invalid shape " + shapeText(arg.shape));
+      if (!checkSize(arg.shape) ||
+          int64_t(arg.data.size()) != arg.numElements())
+        return fail(where + " has " + std::to_string(arg.data.size()) +
+                    " value(s) for shape " + shapeText(arg.shape));
+      for (unsigned d = 0; d < type.getRank(); ++d) {
+        const Dim &dim = type.shape[d];
+        int64_t size = arg.shape[d];
+        if (dim.isKnown()) {
+          if (dim.getSize() != size)
+            return fail(where + " has shape " + shapeText(arg.shape) +
+                        ", but its type is " + type.str());
+          continue;
+        }
+        std::string sizeName = dim.getName().str();
+        auto [it, inserted] = frame.sizes.emplace(sizeName, size);
+        if (inserted) {
+          boundBy[sizeName] = name;
+        } else if (it->second != size) {
+          return fail("size '" + sizeName + "' is " +
+                      std::to_string(it->second) + " in argument '" +
+                      boundBy[sizeName] + "' but " + std::to_string(size) +
+                      " in argument '" + name + "'");
+        }
+      }
+      Tensor t = arg;
+      for (double &v : t.data)
+        v = roundToDType(t.dtype, v);
+      frame.values[param] = std::move(t);
+    }
+    return true;
+  }
+
+  /// Whether a tensor of this shape is small enough to make.
+  bool checkSize(llvm::ArrayRef<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d < 0)
+        return false;
+      if (d != 0 && n > maxInterpreterElements / d)
+        return false;
+      n *= d;
+    }
+    return n <= maxInterpreterElements;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Ops
+  //===--------------------------------------------------------------------===//
+
+  /// Context for the messages of one op.
+  struct OpContext {
+    Frame &frame;
+    const Op &op;
+    std::vector<const Tensor *> operands;
+  };
+
+  std::string opPrefix(const OpContext &c) const {
+    std::string s = "in function '" + c.frame.fn.getName().str() + "': '" +
+                    c.op.getName().str() + "'";
+    if (c.op.getNumResults())
+      s += " (" + c.frame.names.get(c.op.getResult(0)) + ")";
+    return s + ": ";
+  }
+
+  bool opFail(const OpContext &c, const std::string &text) {
+    return fail(opPrefix(c) + text);
+  }
+
+  /// Makes an empty tensor of a shape, refusing huge ones.
+  bool make(const OpContext &c, DType dtype, IntShape shape, Tensor &out) {
+    if (!checkSize(shape))
+      return opFail(c, "a result of shape " + shapeText(shape) +
+                           " exceeds the interpreter's limit of " +
+                           std::to_string(maxInterpreterElements) +
+                           " elements");
+    out.dtype = dtype;
+    out.data.assign(product(shape), 0.0);
+    out.shape = std::move(shape);
+    return true;
+  }
+
+  bool resolveDim(const OpContext &c, const Dim &d, int64_t &size) {
+    if (d.isKnown()) {
+      size = d.getSize();
+      return true;
+    }
+    auto it = c.frame.sizes.find(d.getName().str());
+    if (it == c.frame.sizes.end())
+      return opFail(c, "size '" + d.getName().str() + "' is not bound");
+    size = it->second;
+    return true;
+  }
+
+  bool resolveShape(const OpContext &c, llvm::ArrayRef<Dim> dims,
+                    IntShape &out) {
+    out.clear();
+    for (const Dim &d : dims) {
+      int64_t size = 0;
+      if (!resolveDim(c, d, size))
+        return false;
+      out.push_back(size);
+    }
+    return true;
+  }
+
+  bool runOp(Frame &frame, const Op &op, unsigned depth) {
+    OpContext c{frame, op, {}};
+    for (const Value *v : op.getOperands()) {
+      const Tensor *t = frame.lookup(v);
+      if (!t)
+        return opFail(c, "an operand is not defined before the op");
+      c.operands.push_back(t);
+    }
+    std::vector<Tensor> results;
+    if (!evaluate(c, results, depth))
+      return false;
+    if (results.size() != op.getNumResults())
+      return opFail(c, "produced " + std::to_string(results.size()) +
+                           " result(s), but the op has " +
+                           std::to_string(op.getNumResults()));
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!checkResult(c, i, results[i]))
+        return false;
+      frame.values[op.getResult(i)] = std::move(results[i]);
+    }
+    return true;
+  }
+
+  /// A computed result must have its declared type (with the size names
+  /// bound in this call).
+  bool checkResult(const OpContext &c, size_t index, const Tensor &t) {
+    const TensorType &type = c.op.getResult(index)->getType();
+    bool fits = t.dtype == type.dtype && t.shape.size() == type.getRank();
+    for (size_t d = 0; fits && d < t.shape.size(); ++d) {
+      const Dim &dim = type.shape[d];
+      if (dim.isKnown()) {
+        fits = dim.getSize() == t.shape[d];
+        continue;
+      }
+      auto it = c.frame.sizes.find(dim.getName().str());
+      fits = it == c.frame.sizes.end() || it->second == t.shape[d];
+    }
+    if (fits)
+      return true;
+    return opFail(c, "result " + std::to_string(index) + " has shape " +
+                         shapeText(t.shape) + " and element type " +
+                         dtypeName(t.dtype).str() +
+                         ", but its declared type is " + type.str());
+  }
+
+  bool evaluate(OpContext &c, std::vector<Tensor> &out, unsigned depth) {
+    OpKind kind = c.op.getKind();
+    if (isUnary(kind))
+      return evalUnary(c, out);
+    if (isBinary(kind))
+      return evalBinary(c, out);
+    switch (kind) {
+    case OpKind::Select:
+    case OpKind::Clip:
+      return evalTernary(c, out);
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Max:
+    case OpKind::LogSumExp:
+      return evalReduce(c, out);
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      return evalSoftmax(c, out);
+    case OpKind::MatMul:
+      return evalMatMul(c, out);
+    case OpKind::Transpose:
+      return evalTranspose(c, out);
+    case OpKind::Reshape:
+      return evalReshape(c, out);
+    case OpKind::BroadcastTo:
+      return evalBroadcastTo(c, out);
+    case OpKind::Stack:
+      return evalStack(c, out);
+    case OpKind::Unstack:
+      return evalUnstack(c, out);
+    case OpKind::Concat:
+      return evalConcat(c, out);
+    case OpKind::Split:
+      return evalSplit(c, out);
+    case OpKind::OneHot:
+      return evalOneHot(c, out);
+    case OpKind::SoftmaxCrossEntropy:
+      return evalSoftmaxCrossEntropy(c, out);
+    case OpKind::Constant:
+      return evalConstant(c, out);
+    case OpKind::Call:
+      return evalCall(c, out, depth);
+    default:
+      break;
+    }
+    return opFail(c, "the interpreter does not know this op");
+  }
+
+  bool checkArity(const OpContext &c, size_t n) {
+    if (c.operands.size() == n)
+      return true;
+    return opFail(c, "expected " + std::to_string(n) + " operand(s), got " +
+                         std::to_string(c.operands.size()));
+  }
+
+  /// The element type of result `i` as declared.
+  DType resultDType(const OpContext &c, unsigned i = 0) {
+    return c.op.getResult(i)->getType().dtype;
+  }
+
+  bool checkResultCount(const OpContext &c, size_t n) {
+    if (c.op.getNumResults() == n)
+      return true;
+    return opFail(c, "expected " + std::to_string(n) + " result(s), has " +
+                         std::to_string(c.op.getNumResults()));
+  }
+
+  // y[i] = f(x[i]), rounded to y's element type.
+  bool evalUnary(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    out.resize(1);
+    if (!make(c, resultDType(c), x.shape, out[0]))
+      return false;
+    bool isInt = x.dtype == DType::I32;
+    for (size_t i = 0; i < x.data.size(); ++i)
+      out[0].data[i] = roundToDType(
+          out[0].dtype, unaryValue(c.op.getKind(), x.data[i], isInt));
+    return true;
+  }
+
+  // z[i] = f(x[i'], y[i'']) with NumPy broadcasting.
+  bool evalBinary(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 2) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0], &y = *c.operands[1];
+    IntShape shape;
+    if (!broadcastShape(x.shape, y.shape, shape))
+      return opFail(c, "cannot broadcast shapes " + shapeText(x.shape) +
+                           " and " + shapeText(y.shape));
+    out.resize(1);
+    Tensor &z = out[0];
+    if (!make(c, resultDType(c), shape, z))
+      return false;
+    bool isInt = x.dtype == DType::I32;
+    bool divByZero = false;
+    stridedLoop(
+        shape,
+        {broadcastStrides(x.shape, shape), broadcastStrides(y.shape, shape)},
+        [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+          double v = 0;
+          if (!binaryValue(c.op.getKind(), x.data[at[0]], y.data[at[1]], isInt,
+                           v))
+            divByZero = true;
+          z.data[i] = roundToDType(z.dtype, v);
+        });
+    if (divByZero)
+      return opFail(c, "integer division by zero");
+    return true;
+  }
+
+  // select(cond, a, b) = cond ? a : b;
+  // clip(x, lo, hi) = minimum(maximum(x, lo), hi); both broadcast.
+  bool evalTernary(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 3) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &a = *c.operands[0], &b = *c.operands[1], &d = *c.operands[2];
+    IntShape ab, shape;
+    if (!broadcastShape(a.shape, b.shape, ab) ||
+        !broadcastShape(ab, d.shape, shape))
+      return opFail(c, "cannot broadcast shapes " + shapeText(a.shape) + ", " +
+                           shapeText(b.shape) + " and " + shapeText(d.shape));
+    out.resize(1);
+    Tensor &z = out[0];
+    if (!make(c, resultDType(c), shape, z))
+      return false;
+    bool isSelect = c.op.getKind() == OpKind::Select;
+    stridedLoop(
+        shape,
+        {broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape),
+         broadcastStrides(d.shape, shape)},
+        [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+          double va = a.data[at[0]], vb = b.data[at[1]], vc = d.data[at[2]];
+          double v =
+              isSelect ? (va != 0 ? vb : vc) : minValue(maxValue(va, vb), vc);
+          z.data[i] = roundToDType(z.dtype, v);
+        });
+    return true;
+  }
+
+  /// The reduced axes of a reduction, sorted, resolved and checked.
+  bool reductionAxes(const OpContext &c, int64_t rank,
+                     std::vector<bool> &reduced) {
+    reduced.assign(rank, false);
+    const AttrValue *attr = c.op.getAttrs().find("axis");
+    std::vector<int64_t> axes;
+    if (!attr) {
+      reduced.assign(rank, true);
+      return true;
+    }
+    if (const int64_t *one = std::get_if<int64_t>(attr))
+      axes.push_back(*one);
+    else if (const auto *many = std::get_if<std::vector<int64_t>>(attr))
+      axes = *many;
+    for (int64_t axis : axes) {
+      int64_t a = axis;
+      if (!resolveAxis(a, rank))
+        return opFail(c, "axis " + std::to_string(axis) +
+                             " is out of range for rank " +
+                             std::to_string(rank));
+      reduced[a] = true;
+    }
+    return true;
+  }
+
+  static bool keepDims(const OpContext &c) {
+    const AttrValue *attr = c.op.getAttrs().find("keepdims");
+    const bool *b = attr ? std::get_if<bool>(attr) : nullptr;
+    return b && *b;
+  }
+
+  // sum, mean, max, logsumexp over `axis` (all axes when absent). The
+  // input is walked once in row-major order, so each output adds its
+  // inputs in increasing flat index.
+  //   mean      = sum / (number of reduced elements)
+  //   max       = the largest element; NaN if any is NaN; an error when
+  //               nothing is reduced
+  //   logsumexp = m + log(sum(exp(x - m))) with m = max; -inf when empty
+  bool evalReduce(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    int64_t rank = x.shape.size();
+    std::vector<bool> reduced;
+    if (!reductionAxes(c, rank, reduced))
+      return false;
+    IntShape kept(rank), shape;
+    int64_t count = 1;
+    for (int64_t i = 0; i < rank; ++i) {
+      kept[i] = reduced[i] ? 1 : x.shape[i];
+      if (reduced[i])
+        count *= x.shape[i];
+      if (!reduced[i] || keepDims(c))
+        shape.push_back(kept[i]);
+    }
+    int64_t n = product(kept);
+    OpKind kind = c.op.getKind();
+    if (kind == OpKind::Max && count == 0 && n > 0)
+      return opFail(c, "'max' over an empty axis has no value");
+    std::vector<IntShape> strides = {broadcastStrides(kept, x.shape)};
+    bool isInt = x.dtype == DType::I32;
+    std::vector<double> acc(n, 0.0);
+    std::vector<uint64_t> intAcc(n, 0);
+    std::vector<double> maxima(n, -INFINITY);
+    bool needsMax = kind == OpKind::Max || kind == OpKind::LogSumExp;
+    if (needsMax)
+      stridedLoop(x.shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+        maxima[at[0]] = maxValue(maxima[at[0]], x.data[i]);
+      });
+    if (kind == OpKind::Sum || kind == OpKind::Mean) {
+      stridedLoop(x.shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+        if (isInt)
+          intAcc[at[0]] += asU64(x.data[i]);
+        else
+          acc[at[0]] += x.data[i];
+      });
+    }
+    if (kind == OpKind::LogSumExp) {
+      stridedLoop(x.shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+        double m = maxima[at[0]];
+        if (std::isfinite(m))
+          acc[at[0]] += std::exp(x.data[i] - m);
+      });
+    }
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    for (int64_t j = 0; j < n; ++j) {
+      double v = 0;
+      switch (kind) {
+      case OpKind::Sum:
+        v = isInt ? wrap32(intAcc[j]) : acc[j];
+        break;
+      case OpKind::Mean:
+        v = acc[j] / double(count);
+        break;
+      case OpKind::Max:
+        v = maxima[j];
+        break;
+      default: {
+        // logsumexp: an infinite or NaN maximum is the answer itself.
+        double m = maxima[j];
+        v = std::isfinite(m) ? m + std::log(acc[j]) : m;
+        break;
+      }
+      }
+      y.data[j] = roundToDType(y.dtype, v);
+    }
+    return true;
+  }
+
+  bool singleAxis(const OpContext &c, int64_t rank, int64_t deflt,
+                  int64_t &axis) {
+    const AttrValue *attr = c.op.getAttrs().find("axis");
+    const int64_t *v = attr ? std::get_if<int64_t>(attr) : nullptr;
+    axis = v ? *v : deflt;
+    int64_t original = axis;
+    if (!resolveAxis(axis, rank))
+      return opFail(c, "axis " + std::to_string(original) +
+                           " is out of range for rank " + std::to_string(rank));
+    return true;
+  }
+
+  // Along `axis`, for each lane x[0..n): m = max, e_k = exp(x_k - m),
+  // s = sum e_k (in k order); softmax = e_k / s, log_softmax =
+  // x_k - m - log(s).
+  bool evalSoftmax(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    int64_t rank = x.shape.size(), axis = 0;
+    if (!singleAxis(c, rank, -1, axis))
+      return false;
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), x.shape, y))
+      return false;
+    int64_t n = x.shape[axis];
+    int64_t outer = product(llvm::ArrayRef(x.shape).take_front(axis));
+    int64_t inner = product(llvm::ArrayRef(x.shape).drop_front(axis + 1));
+    bool isLog = c.op.getKind() == OpKind::LogSoftmax;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t base = o * n * inner + i;
+        double m = -INFINITY;
+        for (int64_t k = 0; k < n; ++k)
+          m = maxValue(m, x.data[base + k * inner]);
+        double s = 0;
+        for (int64_t k = 0; k < n; ++k)
+          s += std::exp(x.data[base + k * inner] - m);
+        for (int64_t k = 0; k < n; ++k) {
+          double xk = x.data[base + k * inner];
+          double v = isLog ? xk - m - std::log(s) : std::exp(xk - m) / s;
+          y.data[base + k * inner] = roundToDType(y.dtype, v);
+        }
+      }
+    }
+    return true;
+  }
+
+  // NumPy matmul: a vector operand is promoted to a matrix ([K] -> [1, K]
+  // on the left, [K, 1] on the right) and the added axis is removed from
+  // the result; leading (batch) axes broadcast. Each element is
+  // sum_k a[m, k] * b[k, n], added in increasing k.
+  bool evalMatMul(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 2) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &a = *c.operands[0], &b = *c.operands[1];
+    if (a.shape.empty() || b.shape.empty())
+      return opFail(c, "needs operands of rank at least 1");
+    IntShape as = a.shape, bs = b.shape;
+    bool aVector = as.size() == 1, bVector = bs.size() == 1;
+    if (aVector)
+      as.insert(as.begin(), 1);
+    if (bVector)
+      bs.push_back(1);
+    int64_t m = as[as.size() - 2], k = as.back();
+    int64_t k2 = bs[bs.size() - 2], n = bs.back();
+    IntShape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+    IntShape batch;
+    if (k != k2 || !broadcastShape(aBatch, bBatch, batch))
+      return opFail(c, "cannot matmul tensors of shape " + shapeText(a.shape) +
+                           " and " + shapeText(b.shape));
+    IntShape shape = batch;
+    if (!aVector)
+      shape.push_back(m);
+    if (!bVector)
+      shape.push_back(n);
+    out.resize(1);
+    Tensor &z = out[0];
+    if (!make(c, resultDType(c), shape, z))
+      return false;
+    bool isInt = a.dtype == DType::I32;
+    int64_t aMatrix = m * k, bMatrix = k * n, zMatrix = m * n;
+    // Batch offsets count whole matrices.
+    std::vector<IntShape> strides = {broadcastStrides(aBatch, batch),
+                                     broadcastStrides(bBatch, batch)};
+    stridedLoop(batch, strides, [&](int64_t bi, llvm::ArrayRef<int64_t> at) {
+      const double *pa = a.data.data() + at[0] * aMatrix;
+      const double *pb = b.data.data() + at[1] * bMatrix;
+      double *pz = z.data.data() + bi * zMatrix;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          uint64_t intSum = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            if (isInt)
+              intSum += asU64(pa[i * k + p]) * asU64(pb[p * n + j]);
+            else
+              sum += pa[i * k + p] * pb[p * n + j];
+          }
+          pz[i * n + j] = roundToDType(z.dtype, isInt ? wrap32(intSum) : sum);
+        }
+      }
+    });
+    return true;
+  }
+
+  // y[i_0, ..., i_r] = x[j] with j[perm[d]] = i_d (y.shape[d] =
+  // x.shape[perm[d]]); no perm reverses the axes.
+  bool evalTranspose(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    int64_t rank = x.shape.size();
+    std::vector<int64_t> perm;
+    const AttrValue *attr = c.op.getAttrs().find("perm");
+    if (const auto *p =
+            attr ? std::get_if<std::vector<int64_t>>(attr) : nullptr)
+      perm = *p;
+    else
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    std::vector<bool> seen(rank, false);
+    bool valid = int64_t(perm.size()) == rank;
+    for (int64_t &p : perm) {
+      valid = valid && resolveAxis(p, rank) && !seen[p];
+      if (valid)
+        seen[p] = true;
+    }
+    if (!valid)
+      return opFail(c, "'perm' is not a permutation of the axes of shape " +
+                           shapeText(x.shape));
+    IntShape shape, inStrides = rowMajorStrides(x.shape), strides;
+    for (int64_t p : perm) {
+      shape.push_back(x.shape[p]);
+      strides.push_back(inStrides[p]);
+    }
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    stridedLoop(shape, {strides}, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+      y.data[i] = x.data[at[0]];
+    });
+    return true;
+  }
+
+  // Same elements in the same row-major order, new shape; one -1 is
+  // inferred.
+  bool evalReshape(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    const AttrValue *attr = c.op.getAttrs().find("shape");
+    const Shape *target = attr ? std::get_if<Shape>(attr) : nullptr;
+    if (!target)
+      return opFail(c, "has no 'shape'");
+    IntShape shape;
+    if (!resolveShape(c, *target, shape))
+      return false;
+    int64_t known = 1, inferred = -1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == -1 && inferred == -1)
+        inferred = i;
+      else if (shape[i] < 0)
+        return opFail(c, "invalid target shape " + shapeText(shape));
+      else
+        known *= shape[i];
+    }
+    if (inferred != -1) {
+      if (known == 0 || x.numElements() % known != 0)
+        return opFail(c, "cannot infer the -1 in a reshape of " +
+                             shapeText(x.shape) + " to " + shapeText(shape));
+      shape[inferred] = x.numElements() / known;
+    }
+    if (product(shape) != x.numElements())
+      return opFail(c, "cannot reshape " + shapeText(x.shape) + " to " +
+                           shapeText(shape));
+    out.resize(1);
+    out[0] = x;
+    out[0].shape = shape;
+    out[0].dtype = resultDType(c);
+    return true;
+  }
+
+  // NumPy broadcast of x to `shape`.
+  bool evalBroadcastTo(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    const AttrValue *attr = c.op.getAttrs().find("shape");
+    const Shape *target = attr ? std::get_if<Shape>(attr) : nullptr;
+    IntShape shape, check;
+    if (!target)
+      return opFail(c, "has no 'shape'");
+    if (!resolveShape(c, *target, shape))
+      return false;
+    if (!broadcastShape(x.shape, shape, check) || check != shape)
+      return opFail(c, "cannot broadcast " + shapeText(x.shape) + " to shape " +
+                           shapeText(shape));
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    stridedLoop(shape, {broadcastStrides(x.shape, shape)},
+                [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+                  y.data[i] = x.data[at[0]];
+                });
+    return true;
+  }
+
+  /// outer = product of the axes before `axis`, inner = after it.
+  static void splitAround(llvm::ArrayRef<int64_t> shape, int64_t axis,
+                          int64_t &outer, int64_t &inner) {
+    outer = product(shape.take_front(axis));
+    inner = product(shape.drop_front(axis + 1));
+  }
+
+  // y[..., k, ...] = xs[k] with the new axis at `axis`.
+  bool evalStack(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkResultCount(c, 1))
+      return false;
+    if (c.operands.empty())
+      return opFail(c, "needs at least one operand");
+    const Tensor &first = *c.operands[0];
+    for (const Tensor *t : c.operands)
+      if (t->shape != first.shape)
+        return opFail(c, "operands have shapes " + shapeText(first.shape) +
+                             " and " + shapeText(t->shape));
+    int64_t axis = 0;
+    if (!singleAxis(c, first.shape.size() + 1, 0, axis))
+      return false;
+    IntShape shape = first.shape;
+    int64_t n = c.operands.size();
+    shape.insert(shape.begin() + axis, n);
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    int64_t outer, inner;
+    splitAround(shape, axis, outer, inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < n; ++k)
+        std::copy_n(c.operands[k]->data.begin() + o * inner, inner,
+                    y.data.begin() + (o * n + k) * inner);
+    return true;
+  }
+
+  // ys[k] = x[..., k, ...] along `axis`.
+  bool evalUnstack(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    if (x.shape.empty())
+      return opFail(c, "needs a tensor of rank at least 1");
+    int64_t axis = 0;
+    if (!singleAxis(c, x.shape.size(), 0, axis))
+      return false;
+    int64_t n = x.shape[axis];
+    if (!checkResultCount(c, n))
+      return false;
+    IntShape part = x.shape;
+    part.erase(part.begin() + axis);
+    int64_t outer, inner;
+    splitAround(x.shape, axis, outer, inner);
+    out.resize(n);
+    for (int64_t k = 0; k < n; ++k) {
+      if (!make(c, resultDType(c, k), part, out[k]))
+        return false;
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy_n(x.data.begin() + (o * n + k) * inner, inner,
+                    out[k].data.begin() + o * inner);
+    }
+    return true;
+  }
+
+  // Joins the operands along an existing axis, in order.
+  bool evalConcat(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkResultCount(c, 1))
+      return false;
+    if (c.operands.empty())
+      return opFail(c, "needs at least one operand");
+    const Tensor &first = *c.operands[0];
+    if (first.shape.empty())
+      return opFail(c, "needs tensors of rank at least 1");
+    int64_t axis = 0;
+    if (!singleAxis(c, first.shape.size(), 0, axis))
+      return false;
+    IntShape shape = first.shape;
+    shape[axis] = 0;
+    for (const Tensor *t : c.operands) {
+      bool fits = t->shape.size() == first.shape.size();
+      for (size_t d = 0; fits && d < shape.size(); ++d)
+        fits = int64_t(d) == axis || t->shape[d] == first.shape[d];
+      if (!fits)
+        return opFail(c, "cannot concat shapes " + shapeText(first.shape) +
+                             " and " + shapeText(t->shape) + " along axis " +
+                             std::to_string(axis));
+      shape[axis] += t->shape[axis];
+    }
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    int64_t outer, inner;
+    splitAround(shape, axis, outer, inner);
+    int64_t rowLength = shape[axis] * inner, offset = 0;
+    for (const Tensor *t : c.operands) {
+      int64_t block = t->shape[axis] * inner;
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy_n(t->data.begin() + o * block, block,
+                    y.data.begin() + o * rowLength + offset);
+      offset += block;
+    }
+    return true;
+  }
+
+  // Cuts x along `axis` into consecutive parts of the given sizes.
+  bool evalSplit(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    if (x.shape.empty())
+      return opFail(c, "needs a tensor of rank at least 1");
+    int64_t axis = 0;
+    if (!singleAxis(c, x.shape.size(), 0, axis))
+      return false;
+    const AttrValue *attr = c.op.getAttrs().find("sizes");
+    const Shape *sizeDims = attr ? std::get_if<Shape>(attr) : nullptr;
+    IntShape sizes;
+    if (!sizeDims)
+      return opFail(c, "has no 'sizes'");
+    if (!resolveShape(c, *sizeDims, sizes))
+      return false;
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 0)
+        return opFail(c, "invalid sizes " + shapeText(sizes));
+      total += s;
+    }
+    if (total != x.shape[axis])
+      return opFail(c, "sizes " + shapeText(sizes) + " do not add up to " +
+                           std::to_string(x.shape[axis]));
+    if (!checkResultCount(c, sizes.size()))
+      return false;
+    int64_t outer, inner;
+    splitAround(x.shape, axis, outer, inner);
+    int64_t rowLength = x.shape[axis] * inner, offset = 0;
+    out.resize(sizes.size());
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      IntShape part = x.shape;
+      part[axis] = sizes[k];
+      if (!make(c, resultDType(c, k), part, out[k]))
+        return false;
+      int64_t block = sizes[k] * inner;
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy_n(x.data.begin() + o * rowLength + offset, block,
+                    out[k].data.begin() + o * block);
+      offset += block;
+    }
+    return true;
+  }
+
+  // y[..., j] = (indices[...] == j) as f32; an index outside [0, depth)
+  // gives a row of zeros.
+  bool evalOneHot(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &indices = *c.operands[0];
+    const AttrValue *attr = c.op.getAttrs().find("depth");
+    const Shape *depthDims = attr ? std::get_if<Shape>(attr) : nullptr;
+    if (!depthDims || depthDims->size() != 1)
+      return opFail(c, "needs one 'depth'");
+    int64_t depth = 0;
+    if (!resolveDim(c, depthDims->front(), depth))
+      return false;
+    if (depth < 0)
+      return opFail(c, "invalid depth " + std::to_string(depth));
+    IntShape shape = indices.shape;
+    shape.push_back(depth);
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    for (size_t i = 0; i < indices.data.size(); ++i) {
+      double index = indices.data[i];
+      if (index >= 0 && index < double(depth))
+        y.data[i * depth + int64_t(index)] = 1;
+    }
+    return true;
+  }
+
+  // loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]] for every
+  // row r; a label outside [0, C) is a run-time error.
+  bool evalSoftmaxCrossEntropy(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 2) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &logits = *c.operands[0], &labels = *c.operands[1];
+    if (logits.shape.empty())
+      return opFail(c, "needs logits of rank at least 1");
+    IntShape rows(logits.shape.begin(), logits.shape.end() - 1);
+    if (labels.shape != rows)
+      return opFail(c, "labels of shape " + shapeText(labels.shape) +
+                           " do not fit logits of shape " +
+                           shapeText(logits.shape));
+    int64_t classes = logits.shape.back();
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), rows, y))
+      return false;
+    for (size_t r = 0; r < labels.data.size(); ++r) {
+      double label = labels.data[r];
+      if (!(label >= 0 && label < double(classes)))
+        return opFail(c, "label " + std::to_string(int64_t(label)) +
+                             " in row " + std::to_string(r) +
+                             " is out of range for " + std::to_string(classes) +
+                             " classes");
+      const double *row = logits.data.data() + r * classes;
+      double m = -INFINITY;
+      for (int64_t k = 0; k < classes; ++k)
+        m = maxValue(m, row[k]);
+      double s = 0;
+      for (int64_t k = 0; k < classes; ++k)
+        s += std::exp(row[k] - m);
+      double lse = std::isfinite(m) ? m + std::log(s) : m;
+      y.data[r] = roundToDType(y.dtype, lse - row[int64_t(label)]);
+    }
+    return true;
+  }
+
+  // One value fills the tensor; otherwise one value per element in
+  // row-major order. Each is rounded to the element type.
+  bool evalConstant(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 0) || !checkResultCount(c, 1))
+      return false;
+    const AttrValue *attr = c.op.getAttrs().find("value");
+    const auto *values =
+        attr ? std::get_if<std::vector<double>>(attr) : nullptr;
+    if (!values)
+      return opFail(c, "has no 'value'");
+    const TensorType &type = c.op.getResult()->getType();
+    IntShape shape;
+    if (!resolveShape(c, type.shape, shape))
+      return false;
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, type.dtype, shape, y))
+      return false;
+    if (values->size() != 1 && values->size() != y.data.size())
+      return opFail(c, "has " + std::to_string(values->size()) +
+                           " value(s) for shape " + shapeText(shape));
+    for (size_t i = 0; i < y.data.size(); ++i)
+      y.data[i] = roundToDType(y.dtype, (*values)[values->size() == 1 ? 0 : i]);
+    return true;
+  }
+
+  // Runs the callee on the operands; its size names bind afresh.
+  bool evalCall(OpContext &c, std::vector<Tensor> &out, unsigned depth) {
+    const AttrValue *attr = c.op.getAttrs().find("callee");
+    const std::string *name = attr ? std::get_if<std::string>(attr) : nullptr;
+    const Function *callee = name ? module.lookup(*name) : nullptr;
+    if (!callee)
+      return opFail(c, "calls unknown function '" + (name ? *name : "") + "'");
+    std::vector<Tensor> args;
+    for (const Tensor *t : c.operands)
+      args.push_back(*t);
+    return callFunction(*callee, args, out, depth + 1);
+  }
+};
+
+} // namespace
+
+bool ir::interpret(const Module &module, llvm::StringRef fnName,
+                   llvm::ArrayRef<Tensor> args, std::vector<Tensor> &results,
+                   std::string &error) {
+  const Function *fn = module.lookup(fnName);
+  if (!fn) {
+    error = "no function named '" + fnName.str() + "'";
+    return false;
+  }
+  Interpreter interpreter(module);
+  if (interpreter.callFunction(*fn, args, results, 0))
+    return true;
+  error = interpreter.message;
+  return false;
+}

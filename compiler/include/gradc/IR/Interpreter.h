@@ -1,9 +1,11 @@
 //===- Interpreter.h - The reference interpreter ----------------*- C++ -*-===//
 //
-// Executes IR op by op, exactly as docs/LanguageReference.md defines each
-// op, in the declared element type: f32 results are rounded to float after
-// every op, i32 arithmetic wraps. It is the oracle that both emitters are
-// tested against, so it is written for clarity, not speed.
+// Executes IR op by op, exactly as docs/IR.md defines each op, in the
+// declared element type: every op computes in double and rounds its result
+// to the element type (f32 results are rounded to float, i32 arithmetic
+// wraps to 32 bits, bools are 0/1). It is the oracle that both emitters
+// and the constant folder are tested against, so it is written for
+// clarity, not speed; its summation order is fixed (docs/IR.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,15 +27,30 @@ struct Tensor {
   std::vector<int64_t> shape;
   std::vector<double> data;
 
+  /// The product of the shape (1 for a scalar).
   int64_t numElements() const;
 };
 
-/// Runs `fnName` on `args`. On a run-time error (an argument whose shape
-/// contradicts the signature or binds a size name twice differently)
-/// returns false with `error` set.
+/// The interpreter refuses to make a tensor with more elements than this
+/// (a run-time error, not an allocation failure).
+constexpr int64_t maxInterpreterElements = int64_t(1) << 26;
+
+/// Calls nested deeper than this are a run-time error.
+constexpr unsigned maxInterpreterCallDepth = 100;
+
+/// Runs `fnName` on `args`. On a run-time error (an argument whose count,
+/// element type or shape contradicts the signature, a size name bound to
+/// two sizes, an integer division by zero, an out-of-range label, ...)
+/// returns false with `error` set to a message that names the function
+/// and, for an op, the op.
 bool interpret(const Module &module, llvm::StringRef fnName,
                llvm::ArrayRef<Tensor> args, std::vector<Tensor> &results,
                std::string &error);
+
+/// Rounds `v` to a value of element type `dtype`: f32 to the nearest
+/// float, i32 truncated toward zero and wrapped to 32 bits (NaN and
+/// infinities become 0), bool to 0 or 1 (nonzero is true).
+double roundToDType(DType dtype, double v);
 
 } // namespace gradc::ir
 

@@ -17,6 +17,7 @@
 
 #include "Driver.h"
 
+#include "gradc/Emit/LLVMJIT.h"
 #include "gradc/IR/Literal.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -36,6 +37,8 @@ namespace {
 /// Adding a backend is one row here (the emitters add `llvm` and `cpp`).
 const RunBackend runBackends[] = {
     {"interp", "the reference interpreter of lib/IR", ir::interpret},
+    {"llvm", "LLVM IR compiled by ORC's JIT (lib/Emit/LLVMJIT)",
+     emit::runWithLLVMJIT},
 };
 
 std::string listBackends() {

@@ -1,0 +1,89 @@
+//===- EmitLLVM.h - Lowering the IR to LLVM IR ------------------*- C++ -*-===//
+//
+// The LLVM backend: every exported function of an IR module becomes one
+// LLVM function with the C ABI of docs/ABI.md (size arguments, scalars by
+// value, tensors by pointer, one output pointer per result, an int
+// status). The module is verified, optimised with LLVM's standard pipeline
+// for a target machine, and then printed (`--emit=llvm`), written as an
+// object file (`--emit=obj`) or run in the JIT (`gradc run`, LLVMJIT.h).
+// docs/LLVMBackend.md describes the generated code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_EMIT_EMITLLVM_H
+#define GRADC_EMIT_EMITLLVM_H
+
+#include "gradc/IR/IR.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <memory>
+#include <string>
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+class raw_pwrite_stream;
+} // namespace llvm
+
+namespace gradc::emit {
+
+struct LLVMOptions {
+  /// The prefix of every exported symbol (`<module>_<function>`).
+  std::string moduleName = "module";
+  /// The target triple; empty means the host.
+  std::string triple;
+  /// The CPU (`skylake`, `native`); empty means the host's CPU for the
+  /// host triple and the generic CPU for any other triple.
+  std::string cpu;
+  /// LLVM's optimisation level, 0 to 3 (0: no LLVM pass at all).
+  unsigned optLevel = 2;
+  /// Also emit `__gradc_call_<symbol>(sizes, args, outs)` per exported
+  /// function, the uniform entry point that the JIT calls.
+  bool jitWrappers = false;
+};
+
+/// The C symbol of a function: `<module>_<function>`, every character
+/// outside [A-Za-z0-9_] replaced by '_' (docs/ABI.md).
+std::string abiSymbolName(llvm::StringRef moduleName, llvm::StringRef function);
+
+/// The name of the JIT trampoline of an exported symbol.
+std::string jitWrapperName(llvm::StringRef symbol);
+
+/// Creates the target machine for `options` (the host by default). On an
+/// unknown triple or CPU returns null with `error` set.
+std::unique_ptr<llvm::TargetMachine>
+createTargetMachine(const LLVMOptions &options, std::string &error);
+
+/// Lowers every user and gradient function of `module` to `ctx`, for the
+/// data layout and triple of `tm`, and verifies the result. Rule instances
+/// are lowered as internal functions only where a call needs them. Returns
+/// null with `error` set when verification fails (a bug in gradc).
+std::unique_ptr<llvm::Module> lowerToLLVM(const ir::Module &module,
+                                          llvm::LLVMContext &ctx,
+                                          llvm::TargetMachine &tm,
+                                          const LLVMOptions &options,
+                                          std::string &error);
+
+/// Runs LLVM's default per-module pipeline at `optLevel` (1 to 3; 0 does
+/// nothing) with loop and SLP vectorisation, tuned for `tm`.
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
+                    unsigned optLevel);
+
+/// Lowers, verifies and optimises: what `--emit=llvm` prints and
+/// `--emit=obj` compiles. Null with `error` set on failure.
+std::unique_ptr<llvm::Module> buildLLVMModule(const ir::Module &module,
+                                              llvm::LLVMContext &ctx,
+                                              llvm::TargetMachine &tm,
+                                              const LLVMOptions &options,
+                                              std::string &error);
+
+/// Writes `module` as an object file for `tm`. False with `error` set if
+/// the target cannot emit object files.
+bool writeObjectFile(llvm::Module &module, llvm::TargetMachine &tm,
+                     llvm::raw_pwrite_stream &os, std::string &error);
+
+} // namespace gradc::emit
+
+#endif // GRADC_EMIT_EMITLLVM_H

@@ -1,0 +1,1881 @@
+//===- EmitLLVM.cpp - Lowering the IR to LLVM IR --------------------------===//
+//
+// Lowers each IR function to one LLVM function with the C ABI of
+// docs/ABI.md. Every IR value lives in one of three forms:
+//
+//   - a scalar (rank 0): an SSA value, never memory;
+//   - memory: a pointer to its row-major elements (an argument, an output
+//     buffer, a temporary, or a view into another value's memory);
+//   - inline: not computed on its own, but element by element inside the
+//     loop of the op that consumes it (loop fusion).
+//
+// Elementwise ops and the sum/mean/max reductions are the fusion consumers:
+// an elementwise op whose only use is such a consumer (at the same shape)
+// is evaluated inside the consumer's loop, so `exp(x) * y + z` is one loop
+// and no temporary. zeros, ones and filled constants are inlined into every
+// elementwise use and never stored. Every other op reads memory.
+//
+// Errors (negative sizes, bad labels, integer division by zero, failed
+// allocations) store a status and branch to one exit block that frees
+// every temporary and returns the status.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Emit/EmitLLVM.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Analysis/CGSCCPassManager.h"
+#include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/PassManager.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <mutex>
+
+using namespace gradc;
+using namespace gradc::emit;
+
+namespace {
+
+/// The status codes of docs/ABI.md.
+enum Status : int32_t {
+  StatusOk = 0,
+  StatusSize = 1,
+  StatusIndex = 2,
+  StatusDivZero = 3,
+  StatusAlloc = 4,
+};
+
+/// Temporaries of at most this many bytes, with a size known at compile
+/// time, live on the stack instead of the heap.
+constexpr int64_t maxStackTemporary = 256;
+
+bool isElementwise(OpKind kind) {
+  switch (kind) {
+  case OpKind::Identity:
+  case OpKind::StopGradient:
+  case OpKind::ZerosLike:
+  case OpKind::OnesLike:
+  case OpKind::Neg:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Abs:
+  case OpKind::Sign:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Tanh:
+  case OpKind::Sigmoid:
+  case OpKind::Relu:
+  case OpKind::Softplus:
+  case OpKind::Square:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+  case OpKind::Less:
+  case OpKind::LessEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterEqual:
+  case OpKind::Equal:
+  case OpKind::NotEqual:
+  case OpKind::Select:
+  case OpKind::Clip:
+  case OpKind::BroadcastTo:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// A constant whose elements are all one value (a fill).
+bool isFillConstant(const ir::Op &op) {
+  if (op.getKind() != OpKind::Constant)
+    return false;
+  const std::vector<double> &values = op.getAttrs().getFloats("value");
+  return !values.empty() && llvm::all_of(values, [&](double v) {
+    return v == values[0] && std::signbit(v) == std::signbit(values[0]);
+  });
+}
+
+/// Ops whose elements cost nothing: inlined into every elementwise use.
+bool isFree(const ir::Op &op) {
+  return op.getKind() == OpKind::ZerosLike ||
+         op.getKind() == OpKind::OnesLike || isFillConstant(op);
+}
+
+/// Elementwise ops and fills: ops computed by scalarOp().
+bool isScalarComputable(const ir::Op &op) {
+  return isElementwise(op.getKind()) || isFillConstant(op);
+}
+
+/// Reductions that read each element of their operand once, in order.
+bool isFusingReduction(OpKind kind) {
+  return kind == OpKind::Sum || kind == OpKind::Mean || kind == OpKind::Max;
+}
+
+bool sameShape(const TensorType &a, const TensorType &b) {
+  return a.shape == b.shape;
+}
+
+//===----------------------------------------------------------------------===//
+// ModuleLowering: state shared by the functions of one module
+//===----------------------------------------------------------------------===//
+
+class ModuleLowering {
+public:
+  ModuleLowering(const ir::Module &module, llvm::Module &llvmModule,
+                 const LLVMOptions &options)
+      : module(module), llvmModule(llvmModule), ctx(llvmModule.getContext()),
+        options(options) {}
+
+  void run();
+
+  llvm::LLVMContext &getContext() { return ctx; }
+  const ir::Module &getIRModule() { return module; }
+  llvm::Module &getLLVMModule() { return llvmModule; }
+  llvm::Function *getFunction(llvm::StringRef irName) {
+    return functions.lookup(irName);
+  }
+  llvm::FunctionCallee getMalloc();
+  llvm::FunctionCallee getFree();
+  /// A libm function of one argument (`tanhf`, `log1p`).
+  llvm::FunctionCallee getLibm(llvm::StringRef name, llvm::Type *type);
+
+private:
+  void declareFunction(const ir::Function &fn);
+  void emitWrapper(const ir::Function &fn, llvm::Function *target);
+  /// Output names: `out`, `out0`...; `d_<param>` for a gradient.
+  std::vector<std::string> outputNames(const ir::Function &fn);
+
+  const ir::Module &module;
+  llvm::Module &llvmModule;
+  llvm::LLVMContext &ctx;
+  const LLVMOptions &options;
+  llvm::StringMap<llvm::Function *> functions;
+};
+
+//===----------------------------------------------------------------------===//
+// FunctionLowering: one IR function
+//===----------------------------------------------------------------------===//
+
+/// An element position inside a loop: either a multi-index over the
+/// value's own shape, or (in a flat loop over a value of the same shape as
+/// every memory operand) a linear index.
+struct Index {
+  llvm::SmallVector<llvm::Value *, 4> multi;
+  llvm::Value *linear = nullptr;
+};
+
+class FunctionLowering {
+public:
+  FunctionLowering(ModuleLowering &ml, const ir::Function &fn,
+                   llvm::Function *llfn)
+      : ml(ml), fn(fn), llfn(llfn), ctx(ml.getContext()), b(ctx) {}
+
+  void run();
+
+private:
+  /// How one IR value exists in the generated code.
+  struct Slot {
+    enum class Kind { Scalar, Memory, Inline } kind = Kind::Inline;
+    llvm::Value *scalar = nullptr; // Scalar
+    llvm::Value *ptr = nullptr;    // Memory
+  };
+
+  // Planning.
+  void plan();
+  bool canInlineInto(const ir::Value *v, const ir::Op &user) const;
+
+  // Types and shapes.
+  llvm::Type *elementType(DType t);
+  llvm::Value *dim(const Dim &d);
+  llvm::SmallVector<llvm::Value *, 4> dims(const TensorType &t);
+  llvm::Value *product(llvm::ArrayRef<llvm::Value *> values);
+  llvm::Value *numElements(const TensorType &t) { return product(dims(t)); }
+  llvm::Value *linearIndex(llvm::ArrayRef<llvm::Value *> dimValues,
+                           llvm::ArrayRef<llvm::Value *> idx);
+  llvm::Value *i64(int64_t v) { return b.getInt64(v); }
+
+  // Control flow.
+  void forLoop(llvm::Value *n, const llvm::Twine &name,
+               llvm::function_ref<void(llvm::Value *)> body);
+  void forNest(llvm::ArrayRef<llvm::Value *> extents,
+               llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body);
+  void failIf(llvm::Value *cond, Status status);
+
+  // Memory.
+  llvm::Value *allocTemp(const TensorType &type, const llvm::Twine &name);
+  llvm::Value *resultBuffer(const ir::Value *v);
+  llvm::Value *elementPtr(DType t, llvm::Value *base, llvm::Value *index);
+  llvm::Value *loadElement(DType t, llvm::Value *base, llvm::Value *index);
+  void storeElement(DType t, llvm::Value *value, llvm::Value *base,
+                    llvm::Value *index);
+  llvm::Value *memoryOf(const ir::Value *v);
+  llvm::Value *scalarOf(const ir::Value *v);
+  void setScalar(const ir::Value *v, llvm::Value *s);
+  void setMemory(const ir::Value *v, llvm::Value *ptr);
+  void copyElements(DType t, llvm::Value *dst, llvm::Value *dstStride,
+                    llvm::Value *dstOffset, llvm::Value *src,
+                    llvm::Value *srcStride, llvm::Value *srcOffset,
+                    llvm::Value *rows, llvm::Value *cols);
+
+  // Elements.
+  bool isFlat(const ir::Op &op) const;
+  llvm::Value *elementOf(const ir::Value *v, const Index &idx);
+  Index operandIndex(const ir::Value *operand, const TensorType &resultType,
+                     const Index &idx);
+  /// The index into a broadcast operand of shape `operand` of the element
+  /// `idx` of the result: aligned from the right, 0 where the operand has
+  /// size 1 and the result does not.
+  llvm::SmallVector<llvm::Value *, 4>
+  broadcastIndex(llvm::ArrayRef<Dim> operand, llvm::ArrayRef<Dim> result,
+                 llvm::ArrayRef<llvm::Value *> idx);
+  llvm::Value *computeElement(const ir::Op &op, const Index &idx);
+  llvm::Value *constantElement(DType t, double v);
+  llvm::Value *scalarOp(const ir::Op &op, llvm::ArrayRef<llvm::Value *> args);
+  llvm::Value *floatOp(OpKind kind, DType t,
+                       llvm::ArrayRef<llvm::Value *> args);
+  llvm::Value *intOp(OpKind kind, llvm::ArrayRef<llvm::Value *> args);
+  llvm::Value *callUnary(llvm::Intrinsic::ID id, llvm::Value *x);
+  llvm::Value *callLibm(llvm::StringRef f32Name, llvm::Value *x);
+  llvm::Value *isFinite(llvm::Value *x);
+  llvm::Value *maxOf(DType t, llvm::Value *a, llvm::Value *x);
+
+  // Ops.
+  void lowerOp(const ir::Op &op);
+  void lowerElementwise(const ir::Op &op);
+  void lowerConstant(const ir::Op &op);
+  void lowerReduce(const ir::Op &op);
+  void lowerLogSumExp(const ir::Op &op);
+  void lowerSoftmax(const ir::Op &op);
+  void lowerMatMul(const ir::Op &op);
+  void lowerTranspose(const ir::Op &op);
+  void lowerReshape(const ir::Op &op);
+  void lowerStack(const ir::Op &op);
+  void lowerUnstackOrSplit(const ir::Op &op);
+  void lowerConcat(const ir::Op &op);
+  void lowerOneHot(const ir::Op &op);
+  void lowerSoftmaxCrossEntropy(const ir::Op &op);
+  void lowerCall(const ir::Op &op);
+  void writeOutputs();
+
+  /// Row-major extents [outer, extent, inner] around `axis` of `t`.
+  struct AxisSplit {
+    llvm::Value *outer, *extent, *inner;
+  };
+  AxisSplit splitAt(const TensorType &t, unsigned axis);
+
+  ModuleLowering &ml;
+  const ir::Function &fn;
+  llvm::Function *llfn;
+  llvm::LLVMContext &ctx;
+  llvm::IRBuilder<> b;
+
+  llvm::BasicBlock *allocaBlock = nullptr;
+  llvm::BasicBlock *exitBlock = nullptr;
+  llvm::AllocaInst *statusSlot = nullptr;
+  llvm::AllocaInst *divZeroFlag = nullptr;
+  bool pendingDivCheck = false;
+  /// Stack slots holding the heap temporaries, freed at the exit.
+  std::vector<llvm::AllocaInst *> heapSlots;
+  llvm::StringMap<llvm::Value *> sizes;
+  llvm::SmallVector<llvm::Value *, 4> outputs;
+
+  llvm::DenseMap<const ir::Value *, Slot> slots;
+  llvm::DenseMap<const ir::Value *, unsigned> useCount;
+  llvm::DenseSet<const ir::Value *> inlined;
+  /// Values written straight into an output buffer, and where.
+  llvm::DenseMap<const ir::Value *, llvm::Value *> outputFor;
+  llvm::DenseSet<const ir::Value *> writtenToOutput;
+};
+
+//===----------------------------------------------------------------------===//
+// Planning
+//===----------------------------------------------------------------------===//
+
+/// Whether `v` may be computed inside the loop of `user`: `user` must be an
+/// elementwise op reading `v` at `v`'s own shape, or a sum/mean/max.
+bool FunctionLowering::canInlineInto(const ir::Value *v,
+                                     const ir::Op &user) const {
+  if (isFusingReduction(user.getKind()))
+    return true;
+  if (!isScalarComputable(user))
+    return false;
+  return sameShape(v->getType(), user.getResult()->getType());
+}
+
+void FunctionLowering::plan() {
+  llvm::DenseMap<const ir::Value *, llvm::SmallVector<const ir::Op *, 2>> users;
+  for (const auto &op : fn.getOps())
+    for (const ir::Value *v : op->getOperands()) {
+      ++useCount[v];
+      users[v].push_back(op.get());
+    }
+  llvm::DenseSet<const ir::Value *> returned;
+  for (const ir::Value *v : fn.getReturns()) {
+    ++useCount[v];
+    returned.insert(v);
+  }
+  // Inline a value computed elementwise whose every use can compute it in
+  // its own loop; only free values may be computed more than once.
+  for (const auto &op : fn.getOps()) {
+    if (!isScalarComputable(*op) || op->getResult()->getType().isScalar())
+      continue;
+    const ir::Value *v = op->getResult();
+    if (returned.contains(v) || users[v].empty())
+      continue;
+    if (!isFree(*op) && useCount[v] != 1)
+      continue;
+    if (llvm::all_of(users[v], [&](const ir::Op *user) {
+          return canInlineInto(v, *user);
+        }))
+      inlined.insert(v);
+  }
+  // A returned value computed by an op that writes memory is written
+  // straight into its (first) output buffer.
+  for (auto [i, v] : llvm::enumerate(fn.getReturns())) {
+    if (v->isParam() || v->getType().isScalar() || outputFor.count(v))
+      continue;
+    outputFor[v] = outputs[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Types, shapes and control flow
+//===----------------------------------------------------------------------===//
+
+llvm::Type *FunctionLowering::elementType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return b.getFloatTy();
+  case DType::F64:
+    return b.getDoubleTy();
+  case DType::I32:
+    return b.getInt32Ty();
+  case DType::Bool:
+    return b.getInt8Ty();
+  }
+  llvm_unreachable("unknown dtype");
+}
+
+llvm::Value *FunctionLowering::dim(const Dim &d) {
+  if (d.isKnown())
+    return i64(d.getSize());
+  llvm::Value *v = sizes.lookup(d.getName());
+  assert(v && "a size name that no parameter binds");
+  return v;
+}
+
+llvm::SmallVector<llvm::Value *, 4>
+FunctionLowering::dims(const TensorType &t) {
+  llvm::SmallVector<llvm::Value *, 4> result;
+  for (const Dim &d : t.shape)
+    result.push_back(dim(d));
+  return result;
+}
+
+llvm::Value *FunctionLowering::product(llvm::ArrayRef<llvm::Value *> values) {
+  llvm::Value *p = i64(1);
+  for (llvm::Value *v : values)
+    p = b.CreateNUWMul(p, v);
+  return p;
+}
+
+/// ((i0 * d1 + i1) * d2 + i2) ...: the row-major offset of `idx`.
+llvm::Value *
+FunctionLowering::linearIndex(llvm::ArrayRef<llvm::Value *> dimValues,
+                              llvm::ArrayRef<llvm::Value *> idx) {
+  assert(dimValues.size() == idx.size() && "index rank mismatch");
+  llvm::Value *offset = i64(0);
+  for (size_t i = 0; i < idx.size(); ++i)
+    offset = b.CreateNUWAdd(b.CreateNUWMul(offset, dimValues[i]), idx[i]);
+  return offset;
+}
+
+/// Emits `for (i = 0; i < n; ++i) body(i)` and leaves the builder after it.
+void FunctionLowering::forLoop(llvm::Value *n, const llvm::Twine &name,
+                               llvm::function_ref<void(llvm::Value *)> body) {
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(ctx, name + ".header", llfn);
+  auto *bodyBlock = llvm::BasicBlock::Create(ctx, name + ".body", llfn);
+  auto *exit = llvm::BasicBlock::Create(ctx, name + ".exit");
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2, name);
+  i->addIncoming(i64(0), pre);
+  b.CreateCondBr(b.CreateICmpSLT(i, n), bodyBlock, exit);
+  b.SetInsertPoint(bodyBlock);
+  body(i);
+  llvm::Value *next = b.CreateNUWAdd(i, i64(1), name + ".next");
+  i->addIncoming(next, b.GetInsertBlock());
+  b.CreateBr(header);
+  exit->insertInto(llfn);
+  b.SetInsertPoint(exit);
+}
+
+void FunctionLowering::forNest(
+    llvm::ArrayRef<llvm::Value *> extents,
+    llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body) {
+  llvm::SmallVector<llvm::Value *, 4> idx;
+  std::function<void(size_t)> level = [&](size_t d) {
+    if (d == extents.size()) {
+      body(idx);
+      return;
+    }
+    forLoop(extents[d], "i" + llvm::Twine(d), [&](llvm::Value *i) {
+      idx.push_back(i);
+      level(d + 1);
+      idx.pop_back();
+    });
+  };
+  level(0);
+}
+
+/// Returns `status` from the function when `cond` holds.
+void FunctionLowering::failIf(llvm::Value *cond, Status status) {
+  auto *fail = llvm::BasicBlock::Create(ctx, "fail", llfn);
+  auto *cont = llvm::BasicBlock::Create(ctx, "ok", llfn);
+  b.CreateCondBr(cond, fail, cont);
+  b.SetInsertPoint(fail);
+  b.CreateStore(b.getInt32(status), statusSlot);
+  b.CreateBr(exitBlock);
+  b.SetInsertPoint(cont);
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+/// A temporary for a value of `type`: on the stack when small and of known
+/// size, otherwise from malloc (size overflow or a null result returns
+/// GRADC_ERROR_ALLOC). Heap temporaries are freed at the exit block.
+llvm::Value *FunctionLowering::allocTemp(const TensorType &type,
+                                         const llvm::Twine &name) {
+  llvm::Type *elt = elementType(type.dtype);
+  int64_t eltSize = llfn->getDataLayout().getTypeAllocSize(elt);
+  std::optional<int64_t> known = knownNumElements(type.shape);
+  if (known && *known * eltSize <= maxStackTemporary) {
+    llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+    return ab.CreateAlloca(elt, i64(std::max<int64_t>(*known, 1)), name);
+  }
+  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+  llvm::AllocaInst *slot =
+      ab.CreateAlloca(b.getPtrTy(), nullptr, name + ".slot");
+  ab.CreateStore(llvm::ConstantPointerNull::get(b.getPtrTy()), slot);
+  heapSlots.push_back(slot);
+
+  // bytes = max(n, 1) * eltSize, checking for overflow: malloc(0) may
+  // return null, which must not read as a failure.
+  llvm::Value *n = numElements(type);
+  n = b.CreateSelect(b.CreateICmpEQ(n, i64(0)), i64(1), n);
+  llvm::Value *mul = b.CreateBinaryIntrinsic(
+      llvm::Intrinsic::umul_with_overflow, n, i64(eltSize));
+  failIf(b.CreateExtractValue(mul, 1), StatusAlloc);
+  llvm::Value *ptr =
+      b.CreateCall(ml.getMalloc(), {b.CreateExtractValue(mul, 0)}, name);
+  b.CreateStore(ptr, slot);
+  failIf(b.CreateIsNull(ptr), StatusAlloc);
+  return ptr;
+}
+
+/// Memory for the result `v` of the op being lowered: its output buffer
+/// when `v` is returned, a temporary otherwise.
+llvm::Value *FunctionLowering::resultBuffer(const ir::Value *v) {
+  if (llvm::Value *out = outputFor.lookup(v)) {
+    writtenToOutput.insert(v);
+    return out;
+  }
+  return allocTemp(v->getType(), v->getName());
+}
+
+llvm::Value *FunctionLowering::elementPtr(DType t, llvm::Value *base,
+                                          llvm::Value *index) {
+  return b.CreateInBoundsGEP(elementType(t), base, index);
+}
+
+llvm::Value *FunctionLowering::loadElement(DType t, llvm::Value *base,
+                                           llvm::Value *index) {
+  return b.CreateLoad(elementType(t), elementPtr(t, base, index));
+}
+
+void FunctionLowering::storeElement(DType t, llvm::Value *value,
+                                    llvm::Value *base, llvm::Value *index) {
+  b.CreateStore(value, elementPtr(t, base, index));
+}
+
+void FunctionLowering::setScalar(const ir::Value *v, llvm::Value *s) {
+  Slot &slot = slots[v];
+  slot.kind = Slot::Kind::Scalar;
+  slot.scalar = s;
+}
+
+void FunctionLowering::setMemory(const ir::Value *v, llvm::Value *ptr) {
+  Slot &slot = slots[v];
+  slot.kind = Slot::Kind::Memory;
+  slot.ptr = ptr;
+}
+
+/// The memory of a value; a scalar is spilled to a stack slot of one
+/// element (reshape [] -> [1], say).
+llvm::Value *FunctionLowering::memoryOf(const ir::Value *v) {
+  Slot &slot = slots[v];
+  if (slot.kind == Slot::Kind::Memory)
+    return slot.ptr;
+  assert(slot.kind == Slot::Kind::Scalar && "an inline value has no memory");
+  llvm::Value *mem = allocTemp(v->getType(), v->getName());
+  b.CreateStore(slot.scalar, mem);
+  return mem;
+}
+
+/// The SSA value of a rank-0 value.
+llvm::Value *FunctionLowering::scalarOf(const ir::Value *v) {
+  const Slot &slot = slots.find(v)->second;
+  if (slot.kind == Slot::Kind::Scalar)
+    return slot.scalar;
+  return elementOf(v, Index());
+}
+
+/// for r < rows, j < cols: dst[dstOffset + r*dstStride + j] =
+///                          src[srcOffset + r*srcStride + j]
+void FunctionLowering::copyElements(DType t, llvm::Value *dst,
+                                    llvm::Value *dstStride,
+                                    llvm::Value *dstOffset, llvm::Value *src,
+                                    llvm::Value *srcStride,
+                                    llvm::Value *srcOffset, llvm::Value *rows,
+                                    llvm::Value *cols) {
+  forLoop(rows, "r", [&](llvm::Value *r) {
+    llvm::Value *dstRow =
+        b.CreateNUWAdd(dstOffset, b.CreateNUWMul(r, dstStride));
+    llvm::Value *srcRow =
+        b.CreateNUWAdd(srcOffset, b.CreateNUWMul(r, srcStride));
+    forLoop(cols, "j", [&](llvm::Value *j) {
+      llvm::Value *x = loadElement(t, src, b.CreateNUWAdd(srcRow, j));
+      storeElement(t, x, dst, b.CreateNUWAdd(dstRow, j));
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Elements
+//===----------------------------------------------------------------------===//
+
+/// Whether `op` can be computed in one flat loop over its elements: every
+/// memory operand reachable through inline operands has the result's
+/// shape (or is a scalar), so one linear index addresses all of them.
+bool FunctionLowering::isFlat(const ir::Op &op) const {
+  const TensorType &type = op.getResult()->getType();
+  if (op.getKind() == OpKind::ZerosLike || op.getKind() == OpKind::OnesLike ||
+      op.getKind() == OpKind::Constant)
+    return true;
+  for (const ir::Value *v : op.getOperands()) {
+    if (v->getType().isScalar())
+      continue;
+    if (!sameShape(v->getType(), type))
+      return false;
+    if (inlined.contains(v) && !isFlat(*v->getDefiningOp()))
+      return false;
+  }
+  return true;
+}
+
+/// The index of `operand` when the element `idx` of a broadcast result of
+/// type `resultType` is computed: aligned from the right, 0 on the axes
+/// where the operand has size 1 and the result does not.
+Index FunctionLowering::operandIndex(const ir::Value *operand,
+                                     const TensorType &resultType,
+                                     const Index &idx) {
+  const TensorType &type = operand->getType();
+  if (type.isScalar())
+    return Index();
+  if (idx.linear)
+    return idx;
+  Index result;
+  result.multi = broadcastIndex(type.shape, resultType.shape, idx.multi);
+  return result;
+}
+
+llvm::SmallVector<llvm::Value *, 4>
+FunctionLowering::broadcastIndex(llvm::ArrayRef<Dim> operand,
+                                 llvm::ArrayRef<Dim> result,
+                                 llvm::ArrayRef<llvm::Value *> idx) {
+  llvm::SmallVector<llvm::Value *, 4> mapped;
+  size_t offset = result.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i)
+    mapped.push_back(operand[i] == result[offset + i] ? idx[offset + i]
+                                                      : i64(0));
+  return mapped;
+}
+
+/// The element of `v` at `idx`.
+llvm::Value *FunctionLowering::elementOf(const ir::Value *v, const Index &idx) {
+  const Slot &slot = slots.find(v)->second;
+  DType t = v->getType().dtype;
+  switch (slot.kind) {
+  case Slot::Kind::Scalar:
+    return slot.scalar;
+  case Slot::Kind::Memory: {
+    if (v->getType().isScalar())
+      return b.CreateLoad(elementType(t), slot.ptr);
+    llvm::Value *offset =
+        idx.linear ? idx.linear : linearIndex(dims(v->getType()), idx.multi);
+    return loadElement(t, slot.ptr, offset);
+  }
+  case Slot::Kind::Inline:
+    return computeElement(*v->getDefiningOp(), idx);
+  }
+  llvm_unreachable("unknown slot kind");
+}
+
+/// The element at `idx` of the result of the elementwise op `op`.
+llvm::Value *FunctionLowering::computeElement(const ir::Op &op,
+                                              const Index &idx) {
+  const TensorType &type = op.getResult()->getType();
+  llvm::SmallVector<llvm::Value *, 3> args;
+  // zeros_like and ones_like never read their operand.
+  if (op.getKind() != OpKind::ZerosLike && op.getKind() != OpKind::OnesLike)
+    for (const ir::Value *v : op.getOperands())
+      args.push_back(elementOf(v, operandIndex(v, type, idx)));
+  return scalarOp(op, args);
+}
+
+llvm::Value *FunctionLowering::constantElement(DType t, double v) {
+  if (isFloat(t))
+    return llvm::ConstantFP::get(elementType(t), v);
+  return llvm::ConstantInt::get(elementType(t), int64_t(v), /*signed=*/true);
+}
+
+llvm::Value *FunctionLowering::callUnary(llvm::Intrinsic::ID id,
+                                         llvm::Value *x) {
+  return b.CreateUnaryIntrinsic(id, x);
+}
+
+/// A libm function without an LLVM intrinsic: `tanhf` for float,
+/// `tanh` for double.
+llvm::Value *FunctionLowering::callLibm(llvm::StringRef f32Name,
+                                        llvm::Value *x) {
+  llvm::StringRef name = f32Name;
+  std::string f64Name;
+  if (x->getType()->isDoubleTy()) {
+    f64Name = f32Name.drop_back().str();
+    name = f64Name;
+  }
+  llvm::CallInst *call = b.CreateCall(ml.getLibm(name, x->getType()), {x});
+  return call;
+}
+
+/// |x| < inf (false for NaN).
+llvm::Value *FunctionLowering::isFinite(llvm::Value *x) {
+  return b.CreateFCmpOLT(callUnary(llvm::Intrinsic::fabs, x),
+                         llvm::ConstantFP::getInfinity(x->getType()));
+}
+
+/// The running maximum of a reduction: NaN wins, as in NumPy.
+llvm::Value *FunctionLowering::maxOf(DType t, llvm::Value *acc,
+                                     llvm::Value *x) {
+  if (!isFloat(t))
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, acc, x);
+  llvm::Value *takeX =
+      b.CreateOr(b.CreateFCmpOGT(x, acc), b.CreateFCmpUNO(x, x));
+  return b.CreateSelect(takeX, x, acc);
+}
+
+llvm::Value *FunctionLowering::scalarOp(const ir::Op &op,
+                                        llvm::ArrayRef<llvm::Value *> args) {
+  DType t = op.getResult()->getType().dtype;
+  switch (op.getKind()) {
+  case OpKind::Identity:
+  case OpKind::StopGradient:
+  case OpKind::BroadcastTo:
+    return args[0];
+  case OpKind::ZerosLike:
+    return constantElement(t, 0);
+  case OpKind::OnesLike:
+    return constantElement(t, 1);
+  case OpKind::Constant:
+    return constantElement(t, op.getAttrs().getFloats("value")[0]);
+  case OpKind::Select:
+    return b.CreateSelect(b.CreateICmpNE(args[0], b.getInt8(0)), args[1],
+                          args[2]);
+  case OpKind::Less:
+  case OpKind::LessEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterEqual:
+  case OpKind::Equal:
+  case OpKind::NotEqual: {
+    static const llvm::CmpInst::Predicate fp[] = {
+        llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
+        llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
+        llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
+    static const llvm::CmpInst::Predicate in[] = {
+        llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
+        llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
+        llvm::CmpInst::ICMP_EQ,  llvm::CmpInst::ICMP_NE};
+    unsigned k = unsigned(op.getKind()) - unsigned(OpKind::Less);
+    DType operandType = op.getOperand(0)->getType().dtype;
+    llvm::Value *c = isFloat(operandType)
+                         ? b.CreateFCmp(fp[k], args[0], args[1])
+                         : b.CreateICmp(in[k], args[0], args[1]);
+    return b.CreateZExt(c, b.getInt8Ty());
+  }
+  default:
+    break;
+  }
+  if (isFloat(t))
+    return floatOp(op.getKind(), t, args);
+  return intOp(op.getKind(), args);
+}
+
+/// Float elementwise ops, as the reference interpreter computes them.
+llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
+                                       llvm::ArrayRef<llvm::Value *> args) {
+  llvm::Value *x = args[0];
+  llvm::Value *zero = constantElement(t, 0), *one = constantElement(t, 1);
+  switch (kind) {
+  case OpKind::Neg:
+    return b.CreateFNeg(x);
+  case OpKind::Exp:
+    return callUnary(llvm::Intrinsic::exp, x);
+  case OpKind::Log:
+    return callUnary(llvm::Intrinsic::log, x);
+  case OpKind::Sqrt:
+    return callUnary(llvm::Intrinsic::sqrt, x);
+  case OpKind::Abs:
+    return callUnary(llvm::Intrinsic::fabs, x);
+  case OpKind::Sign: {
+    // -1, 0 or 1; NaN stays NaN.
+    llvm::Value *s = b.CreateSelect(
+        b.CreateFCmpOGT(x, zero), one,
+        b.CreateSelect(b.CreateFCmpOLT(x, zero), constantElement(t, -1), zero));
+    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, s);
+  }
+  case OpKind::Sin:
+    return callUnary(llvm::Intrinsic::sin, x);
+  case OpKind::Cos:
+    return callUnary(llvm::Intrinsic::cos, x);
+  case OpKind::Tanh:
+    return callLibm("tanhf", x);
+  case OpKind::Sigmoid:
+    // 1 / (1 + e^-x): e^-x overflows to inf for very negative x, giving 0.
+    return b.CreateFDiv(one, b.CreateFAdd(one, callUnary(llvm::Intrinsic::exp,
+                                                         b.CreateFNeg(x))));
+  case OpKind::Relu:
+    // max(x, 0); NaN stays NaN.
+    return b.CreateSelect(b.CreateFCmpOLT(x, zero), zero, x);
+  case OpKind::Softplus: {
+    // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): never overflows.
+    llvm::Value *pos = b.CreateSelect(b.CreateFCmpOGT(x, zero), x, zero);
+    llvm::Value *e =
+        callUnary(llvm::Intrinsic::exp,
+                  b.CreateFNeg(callUnary(llvm::Intrinsic::fabs, x)));
+    return b.CreateFAdd(pos, callLibm("log1pf", e));
+  }
+  case OpKind::Square:
+    return b.CreateFMul(x, x);
+  case OpKind::Add:
+    return b.CreateFAdd(x, args[1]);
+  case OpKind::Sub:
+    return b.CreateFSub(x, args[1]);
+  case OpKind::Mul:
+    return b.CreateFMul(x, args[1]);
+  case OpKind::Div:
+    return b.CreateFDiv(x, args[1]);
+  case OpKind::Pow:
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);
+  case OpKind::Maximum:
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, args[1]);
+  case OpKind::Minimum:
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, args[1]);
+  case OpKind::Clip:
+    return b.CreateBinaryIntrinsic(
+        llvm::Intrinsic::minimum,
+        b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, args[1]), args[2]);
+  default:
+    llvm_unreachable("not a float elementwise op");
+  }
+}
+
+/// i32 elementwise ops: two's complement wrapping, truncating division.
+llvm::Value *FunctionLowering::intOp(OpKind kind,
+                                     llvm::ArrayRef<llvm::Value *> args) {
+  llvm::Value *x = args[0];
+  llvm::Value *zero = b.getInt32(0);
+  switch (kind) {
+  case OpKind::Neg:
+    return b.CreateSub(zero, x);
+  case OpKind::Abs:
+    return b.CreateSelect(b.CreateICmpSLT(x, zero), b.CreateSub(zero, x), x);
+  case OpKind::Sign:
+    return b.CreateSub(b.CreateZExt(b.CreateICmpSGT(x, zero), b.getInt32Ty()),
+                       b.CreateZExt(b.CreateICmpSLT(x, zero), b.getInt32Ty()));
+  case OpKind::Relu:
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
+  case OpKind::Square:
+    return b.CreateMul(x, x);
+  case OpKind::Add:
+    return b.CreateAdd(x, args[1]);
+  case OpKind::Sub:
+    return b.CreateSub(x, args[1]);
+  case OpKind::Mul:
+    return b.CreateMul(x, args[1]);
+  case OpKind::Div: {
+    // Truncating division. y == 0 raises GRADC_ERROR_DIV_ZERO after the
+    // loop; y == -1 is a wrapping negation (INT_MIN / -1 == INT_MIN), which
+    // sdiv would make undefined. Both divide by 1 instead.
+    llvm::Value *y = args[1];
+    llvm::Value *isZero = b.CreateICmpEQ(y, zero);
+    llvm::Value *isMinusOne = b.CreateICmpEQ(y, b.getInt32(-1));
+    llvm::Value *flag = b.CreateLoad(b.getInt1Ty(), divZeroFlag);
+    b.CreateStore(b.CreateOr(flag, isZero), divZeroFlag);
+    pendingDivCheck = true;
+    llvm::Value *safe =
+        b.CreateSelect(b.CreateOr(isZero, isMinusOne), b.getInt32(1), y);
+    return b.CreateSelect(isMinusOne, b.CreateSub(zero, x),
+                          b.CreateSDiv(x, safe));
+  }
+  case OpKind::Maximum:
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, args[1]);
+  case OpKind::Minimum:
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, args[1]);
+  case OpKind::Clip:
+    return b.CreateBinaryIntrinsic(
+        llvm::Intrinsic::smin,
+        b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, args[1]), args[2]);
+  default:
+    llvm_unreachable("not an integer elementwise op");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+FunctionLowering::AxisSplit FunctionLowering::splitAt(const TensorType &t,
+                                                      unsigned axis) {
+  llvm::SmallVector<llvm::Value *, 4> d = dims(t);
+  return {product(llvm::ArrayRef(d).take_front(axis)), d[axis],
+          product(llvm::ArrayRef(d).drop_front(axis + 1))};
+}
+
+void FunctionLowering::lowerOp(const ir::Op &op) {
+  if (op.getNumResults() == 1 && inlined.contains(op.getResult())) {
+    slots[op.getResult()].kind = Slot::Kind::Inline;
+    return;
+  }
+  switch (op.getKind()) {
+  case OpKind::Constant:
+    if (!isFillConstant(op))
+      return lowerConstant(op);
+    return lowerElementwise(op);
+  case OpKind::Sum:
+  case OpKind::Mean:
+  case OpKind::Max:
+    return lowerReduce(op);
+  case OpKind::LogSumExp:
+    return lowerLogSumExp(op);
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+    return lowerSoftmax(op);
+  case OpKind::MatMul:
+    return lowerMatMul(op);
+  case OpKind::Transpose:
+    return lowerTranspose(op);
+  case OpKind::Reshape:
+    return lowerReshape(op);
+  case OpKind::Stack:
+    return lowerStack(op);
+  case OpKind::Unstack:
+  case OpKind::Split:
+    return lowerUnstackOrSplit(op);
+  case OpKind::Concat:
+    return lowerConcat(op);
+  case OpKind::OneHot:
+    return lowerOneHot(op);
+  case OpKind::SoftmaxCrossEntropy:
+    return lowerSoftmaxCrossEntropy(op);
+  case OpKind::Call:
+    return lowerCall(op);
+  default:
+    assert(isElementwise(op.getKind()) && "unhandled op");
+    return lowerElementwise(op);
+  }
+}
+
+/// An elementwise op that is not inlined: a scalar, an alias (identity of
+/// memory), or one loop (nest) storing every element.
+void FunctionLowering::lowerElementwise(const ir::Op &op) {
+  const ir::Value *result = op.getResult();
+  const TensorType &type = result->getType();
+  if (type.isScalar()) {
+    llvm::SmallVector<llvm::Value *, 3> args;
+    if (op.getKind() != OpKind::ZerosLike && op.getKind() != OpKind::OnesLike)
+      for (const ir::Value *v : op.getOperands())
+        args.push_back(scalarOf(v));
+    setScalar(result, scalarOp(op, args));
+    return;
+  }
+  // identity and stop_gradient of memory share it, unless the result is an
+  // output, which must be written.
+  bool isCopy =
+      op.getKind() == OpKind::Identity || op.getKind() == OpKind::StopGradient;
+  if (isCopy && !outputFor.count(result) &&
+      slots[op.getOperand(0)].kind == Slot::Kind::Memory) {
+    setMemory(result, slots[op.getOperand(0)].ptr);
+    return;
+  }
+  llvm::Value *out = resultBuffer(result);
+  DType t = type.dtype;
+  if (isFlat(op)) {
+    forLoop(numElements(type), "i", [&](llvm::Value *i) {
+      Index idx;
+      idx.linear = i;
+      storeElement(t, computeElement(op, idx), out, i);
+    });
+  } else {
+    llvm::SmallVector<llvm::Value *, 4> d = dims(type);
+    forNest(d, [&](llvm::ArrayRef<llvm::Value *> multi) {
+      Index idx;
+      idx.multi.assign(multi.begin(), multi.end());
+      storeElement(t, computeElement(op, idx), out, linearIndex(d, multi));
+    });
+  }
+  setMemory(result, out);
+}
+
+/// A constant of distinct values: one store per element (there are no
+/// globals to copy from).
+void FunctionLowering::lowerConstant(const ir::Op &op) {
+  const ir::Value *result = op.getResult();
+  const std::vector<double> &values = op.getAttrs().getFloats("value");
+  DType t = result->getType().dtype;
+  if (result->getType().isScalar()) {
+    setScalar(result, constantElement(t, values[0]));
+    return;
+  }
+  llvm::Value *out = resultBuffer(result);
+  for (auto [i, v] : llvm::enumerate(values))
+    storeElement(t, constantElement(t, v), out, i64(i));
+  setMemory(result, out);
+}
+
+/// sum, mean, max: one pass over the operand in row-major order, each
+/// element combined into the accumulator of its output position. The
+/// order of additions is the interpreter's; when the last axis is kept,
+/// the inner loop runs over independent accumulators and vectorises.
+void FunctionLowering::lowerReduce(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const ir::Value *result = op.getResult();
+  const TensorType &xType = x->getType();
+  DType t = result->getType().dtype;
+  const std::vector<int64_t> &axes = op.getAttrs().getInts("axis");
+  OpKind kind = op.getKind();
+
+  llvm::Value *init =
+      kind == OpKind::Max
+          ? (isFloat(t) ? llvm::ConstantFP::getInfinity(elementType(t), true)
+                        : b.getInt32(std::numeric_limits<int32_t>::min()))
+          : constantElement(t, 0);
+  auto combine = [&](llvm::Value *acc, llvm::Value *v) -> llvm::Value * {
+    if (kind == OpKind::Max)
+      return maxOf(t, acc, v);
+    return isFloat(t) ? b.CreateFAdd(acc, v) : b.CreateAdd(acc, v);
+  };
+  // The number of elements each output position combines, for mean.
+  llvm::SmallVector<llvm::Value *, 4> xDims = dims(xType);
+  llvm::Value *count = i64(1);
+  for (int64_t a : axes)
+    count = b.CreateNUWMul(count, xDims[a]);
+  auto finish = [&](llvm::Value *sum) -> llvm::Value * {
+    if (kind != OpKind::Mean)
+      return sum;
+    return b.CreateFDiv(sum, b.CreateSIToFP(count, elementType(t)));
+  };
+
+  if (result->getType().isScalar()) {
+    if (xType.isScalar()) {
+      setScalar(result, finish(scalarOf(x)));
+      return;
+    }
+    // Every axis: one accumulator in a stack slot (promoted to a register).
+    llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+    llvm::AllocaInst *acc = ab.CreateAlloca(elementType(t), nullptr, "acc");
+    b.CreateStore(init, acc);
+    auto step = [&](const Index &idx) {
+      llvm::Value *v = elementOf(x, idx);
+      b.CreateStore(combine(b.CreateLoad(elementType(t), acc), v), acc);
+    };
+    bool flat = !inlined.contains(x) || isFlat(*x->getDefiningOp());
+    if (flat) {
+      forLoop(numElements(xType), "i", [&](llvm::Value *i) {
+        Index idx;
+        idx.linear = i;
+        step(idx);
+      });
+    } else {
+      forNest(xDims, [&](llvm::ArrayRef<llvm::Value *> multi) {
+        Index idx;
+        idx.multi.assign(multi.begin(), multi.end());
+        step(idx);
+      });
+    }
+    setScalar(result, finish(b.CreateLoad(elementType(t), acc, "sum")));
+    return;
+  }
+
+  llvm::Value *out = resultBuffer(result);
+  llvm::Value *n = numElements(result->getType());
+  forLoop(n, "i", [&](llvm::Value *i) { storeElement(t, init, out, i); });
+  llvm::SmallVector<llvm::Value *, 4> keptDims;
+  for (unsigned i = 0; i < xType.getRank(); ++i)
+    if (!llvm::is_contained(axes, int64_t(i)))
+      keptDims.push_back(xDims[i]);
+  forNest(xDims, [&](llvm::ArrayRef<llvm::Value *> multi) {
+    llvm::SmallVector<llvm::Value *, 4> kept;
+    for (unsigned i = 0; i < multi.size(); ++i)
+      if (!llvm::is_contained(axes, int64_t(i)))
+        kept.push_back(multi[i]);
+    llvm::Value *o = linearIndex(keptDims, kept);
+    Index idx;
+    idx.multi.assign(multi.begin(), multi.end());
+    llvm::Value *v = elementOf(x, idx);
+    storeElement(t, combine(loadElement(t, out, o), v), out, o);
+  });
+  if (kind == OpKind::Mean)
+    forLoop(n, "i", [&](llvm::Value *i) {
+      storeElement(t, finish(loadElement(t, out, i)), out, i);
+    });
+  setMemory(result, out);
+}
+
+/// logsumexp over axes, stably: m = max x; r = m + ln(sum e^(x - m)). A
+/// non-finite m (all -inf, or an inf) shifts by 0 instead, so that all
+/// -inf gives -inf and +inf gives +inf rather than NaN.
+void FunctionLowering::lowerLogSumExp(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const ir::Value *result = op.getResult();
+  const TensorType &xType = x->getType();
+  DType t = result->getType().dtype;
+  llvm::Type *elt = elementType(t);
+  const std::vector<int64_t> &axes = op.getAttrs().getInts("axis");
+  if (xType.isScalar()) {
+    setScalar(result, scalarOf(x));
+    return;
+  }
+  llvm::Value *xMem = memoryOf(x);
+  llvm::SmallVector<llvm::Value *, 4> xDims = dims(xType);
+  // Reorder the loops as [kept axes..., reduced axes...]: the reduced
+  // part is an inner nest for each output position.
+  llvm::SmallVector<unsigned, 4> kept, reduced;
+  for (unsigned i = 0; i < xType.getRank(); ++i)
+    (llvm::is_contained(axes, int64_t(i)) ? reduced : kept).push_back(i);
+  llvm::SmallVector<llvm::Value *, 4> keptDims, reducedDims;
+  for (unsigned i : kept)
+    keptDims.push_back(xDims[i]);
+  for (unsigned i : reduced)
+    reducedDims.push_back(xDims[i]);
+
+  bool scalarResult = result->getType().isScalar();
+  llvm::Value *out = scalarResult ? nullptr : resultBuffer(result);
+  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+  llvm::AllocaInst *acc = ab.CreateAlloca(elt, nullptr, "acc");
+  llvm::Value *scalar = nullptr;
+  forNest(keptDims, [&](llvm::ArrayRef<llvm::Value *> keptIdx) {
+    auto offsetOf = [&](llvm::ArrayRef<llvm::Value *> reducedIdx) {
+      llvm::SmallVector<llvm::Value *, 4> full(xType.getRank());
+      for (auto [k, i] : llvm::enumerate(kept))
+        full[i] = keptIdx[k];
+      for (auto [k, i] : llvm::enumerate(reduced))
+        full[i] = reducedIdx[k];
+      return linearIndex(xDims, full);
+    };
+    b.CreateStore(llvm::ConstantFP::getInfinity(elt, true), acc);
+    forNest(reducedDims, [&](llvm::ArrayRef<llvm::Value *> r) {
+      llvm::Value *v = loadElement(t, xMem, offsetOf(r));
+      b.CreateStore(maxOf(t, b.CreateLoad(elt, acc), v), acc);
+    });
+    llvm::Value *m = b.CreateLoad(elt, acc, "max");
+    llvm::Value *shift =
+        b.CreateSelect(isFinite(m), m, llvm::ConstantFP::get(elt, 0.0));
+    b.CreateStore(llvm::ConstantFP::get(elt, 0.0), acc);
+    forNest(reducedDims, [&](llvm::ArrayRef<llvm::Value *> r) {
+      llvm::Value *v = loadElement(t, xMem, offsetOf(r));
+      llvm::Value *e = callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, shift));
+      b.CreateStore(b.CreateFAdd(b.CreateLoad(elt, acc), e), acc);
+    });
+    llvm::Value *s = b.CreateLoad(elt, acc, "sum");
+    llvm::Value *r =
+        b.CreateFAdd(shift, callUnary(llvm::Intrinsic::log, s), "lse");
+    if (scalarResult)
+      scalar = r;
+    else
+      storeElement(t, r, out, linearIndex(keptDims, keptIdx));
+  });
+  if (scalarResult)
+    setScalar(result, scalar);
+  else
+    setMemory(result, out);
+}
+
+/// softmax and log_softmax along one axis. For each position outside the
+/// axis: m = max, s = sum e^(x - m); softmax = e^(x - m) / s and
+/// log_softmax = (x - m) - ln s (shifting by 0 when m is not finite).
+void FunctionLowering::lowerSoftmax(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  llvm::Type *elt = elementType(t);
+  bool isLog = op.getKind() == OpKind::LogSoftmax;
+  unsigned axis = op.getAttrs().getInt("axis");
+  llvm::Value *xMem = memoryOf(x);
+  llvm::Value *out = resultBuffer(result);
+  AxisSplit s = splitAt(x->getType(), axis);
+  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+  llvm::AllocaInst *acc = ab.CreateAlloca(elt, nullptr, "acc");
+  forLoop(s.outer, "o", [&](llvm::Value *o) {
+    forLoop(s.inner, "n", [&](llvm::Value *n) {
+      // x[o, k, n] = xMem[(o * extent + k) * inner + n]
+      auto offsetOf = [&](llvm::Value *k) {
+        return b.CreateNUWAdd(
+            b.CreateNUWMul(b.CreateNUWAdd(b.CreateNUWMul(o, s.extent), k),
+                           s.inner),
+            n);
+      };
+      b.CreateStore(llvm::ConstantFP::getInfinity(elt, true), acc);
+      forLoop(s.extent, "k", [&](llvm::Value *k) {
+        llvm::Value *v = loadElement(t, xMem, offsetOf(k));
+        b.CreateStore(maxOf(t, b.CreateLoad(elt, acc), v), acc);
+      });
+      llvm::Value *m = b.CreateLoad(elt, acc, "max");
+      llvm::Value *shift =
+          b.CreateSelect(isFinite(m), m, llvm::ConstantFP::get(elt, 0.0));
+      b.CreateStore(llvm::ConstantFP::get(elt, 0.0), acc);
+      forLoop(s.extent, "k", [&](llvm::Value *k) {
+        llvm::Value *v = loadElement(t, xMem, offsetOf(k));
+        llvm::Value *e =
+            callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, shift));
+        b.CreateStore(b.CreateFAdd(b.CreateLoad(elt, acc), e), acc);
+      });
+      llvm::Value *sum = b.CreateLoad(elt, acc, "sum");
+      llvm::Value *logSum =
+          isLog ? callUnary(llvm::Intrinsic::log, sum) : nullptr;
+      forLoop(s.extent, "k", [&](llvm::Value *k) {
+        llvm::Value *offset = offsetOf(k);
+        llvm::Value *d = b.CreateFSub(loadElement(t, xMem, offset), shift);
+        llvm::Value *y =
+            isLog ? b.CreateFSub(d, logSum)
+                  : b.CreateFDiv(callUnary(llvm::Intrinsic::exp, d), sum);
+        storeElement(t, y, out, offset);
+      });
+    });
+  });
+  setMemory(result, out);
+}
+
+/// NumPy matmul: a vector operand is promoted to a matrix ([K] -> [1, K]
+/// on the left, [K, 1] on the right) and batch axes broadcast. Each
+/// matrix product runs i, k, j: c[i, j] += a[i, k] * b[k, j] with k in
+/// order (the interpreter's order of additions) and the j loop, over
+/// contiguous rows of b and c, vectorised.
+void FunctionLowering::lowerMatMul(const ir::Op &op) {
+  const ir::Value *a = op.getOperand(0), *bv = op.getOperand(1);
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  const TensorType &aType = a->getType(), &bType = bv->getType();
+  const TensorType &cType = result->getType();
+  bool aVector = aType.getRank() == 1, bVector = bType.getRank() == 1;
+  llvm::SmallVector<llvm::Value *, 4> aDims = dims(aType), bDims = dims(bType);
+  if (aVector)
+    aDims.insert(aDims.begin(), i64(1));
+  if (bVector)
+    bDims.push_back(i64(1));
+  llvm::Value *m = aDims[aDims.size() - 2], *k = aDims.back();
+  llvm::Value *n = bDims.back();
+  unsigned batchRank = cType.getRank() - (aVector ? 0 : 1) - (bVector ? 0 : 1);
+  Shape cBatch(cType.shape.begin(), cType.shape.begin() + batchRank);
+  Shape aBatch(aType.shape.begin(), aType.shape.end() - (aVector ? 1 : 2));
+  Shape bBatch(bType.shape.begin(), bType.shape.end() - (bVector ? 1 : 2));
+
+  llvm::Value *aMem = memoryOf(a), *bMem = memoryOf(bv);
+  llvm::Value *out = resultBuffer(result);
+  llvm::Value *zero = constantElement(t, 0);
+  llvm::Value *mk = b.CreateNUWMul(m, k), *kn = b.CreateNUWMul(k, n);
+  llvm::Value *mn = b.CreateNUWMul(m, n);
+  // The linear batch index of an operand: broadcast axes read index 0.
+  auto batchOffset = [&](const Shape &operand,
+                         llvm::ArrayRef<llvm::Value *> idx) {
+    return linearIndex(dims(TensorType(t, operand)),
+                       broadcastIndex(operand, cBatch, idx));
+  };
+  bool isF = isFloat(t);
+  forNest(dims(TensorType(t, cBatch)), [&](llvm::ArrayRef<llvm::Value *> bi) {
+    llvm::Value *aOff = b.CreateNUWMul(batchOffset(aBatch, bi), mk);
+    llvm::Value *bOff = b.CreateNUWMul(batchOffset(bBatch, bi), kn);
+    llvm::Value *cOff =
+        b.CreateNUWMul(linearIndex(dims(TensorType(t, cBatch)), bi), mn);
+    forLoop(m, "i", [&](llvm::Value *i) {
+      llvm::Value *cRow = b.CreateNUWAdd(cOff, b.CreateNUWMul(i, n));
+      forLoop(n, "j", [&](llvm::Value *j) {
+        storeElement(t, zero, out, b.CreateNUWAdd(cRow, j));
+      });
+      forLoop(k, "k", [&](llvm::Value *kk) {
+        llvm::Value *aik = loadElement(
+            t, aMem,
+            b.CreateNUWAdd(aOff, b.CreateNUWAdd(b.CreateNUWMul(i, k), kk)));
+        llvm::Value *bRow = b.CreateNUWAdd(bOff, b.CreateNUWMul(kk, n));
+        forLoop(n, "j", [&](llvm::Value *j) {
+          llvm::Value *bkj = loadElement(t, bMem, b.CreateNUWAdd(bRow, j));
+          llvm::Value *c = elementPtr(t, out, b.CreateNUWAdd(cRow, j));
+          llvm::Value *old = b.CreateLoad(elementType(t), c);
+          llvm::Value *sum = isF ? b.CreateFAdd(old, b.CreateFMul(aik, bkj))
+                                 : b.CreateAdd(old, b.CreateMul(aik, bkj));
+          b.CreateStore(sum, c);
+        });
+      });
+    });
+  });
+  setMemory(result, out);
+}
+
+/// transpose: result[idx] = x[idx permuted back], x read with the strides
+/// of its own axes.
+void FunctionLowering::lowerTranspose(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  if (result->getType().isScalar()) {
+    setScalar(result, scalarOf(x));
+    return;
+  }
+  const std::vector<int64_t> &perm = op.getAttrs().getInts("perm");
+  llvm::Value *xMem = memoryOf(x);
+  llvm::SmallVector<llvm::Value *, 4> xDims = dims(x->getType());
+  llvm::SmallVector<llvm::Value *, 4> rDims = dims(result->getType());
+  llvm::Value *out = resultBuffer(result);
+  forNest(rDims, [&](llvm::ArrayRef<llvm::Value *> idx) {
+    llvm::SmallVector<llvm::Value *, 4> xIdx(idx.size());
+    for (size_t r = 0; r < perm.size(); ++r)
+      xIdx[perm[r]] = idx[r];
+    storeElement(t, loadElement(t, xMem, linearIndex(xDims, xIdx)), out,
+                 linearIndex(rDims, idx));
+  });
+  setMemory(result, out);
+}
+
+/// reshape keeps the row-major elements: the result shares its operand's
+/// memory (a scalar result loads the single element).
+void FunctionLowering::lowerReshape(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const ir::Value *result = op.getResult();
+  if (result->getType().isScalar()) {
+    setScalar(result,
+              x->getType().isScalar()
+                  ? scalarOf(x)
+                  : loadElement(x->getType().dtype, memoryOf(x), i64(0)));
+    return;
+  }
+  setMemory(result, memoryOf(x));
+}
+
+/// stack: the result is [outer, count, inner]; operand k fills the rows
+/// at position k.
+void FunctionLowering::lowerStack(const ir::Op &op) {
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  unsigned axis = op.getAttrs().getInt("axis");
+  llvm::Value *out = resultBuffer(result);
+  AxisSplit s = splitAt(result->getType(), axis);
+  for (auto [k, v] : llvm::enumerate(op.getOperands())) {
+    if (v->getType().isScalar()) {
+      storeElement(t, scalarOf(v), out, i64(k));
+      continue;
+    }
+    copyElements(t, out, b.CreateNUWMul(s.extent, s.inner),
+                 b.CreateNUWMul(i64(k), s.inner), memoryOf(v), s.inner, i64(0),
+                 s.outer, s.inner);
+  }
+  setMemory(result, out);
+}
+
+/// unstack and split: part k is the slice [offset_k, offset_k + size_k)
+/// along the axis. Along axis 0 a slice is contiguous, so the part is a
+/// view into the operand; otherwise it is copied.
+void FunctionLowering::lowerUnstackOrSplit(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  DType t = x->getType().dtype;
+  unsigned axis = op.getAttrs().getInt("axis");
+  bool isUnstack = op.getKind() == OpKind::Unstack;
+  llvm::Value *xMem = memoryOf(x);
+  AxisSplit s = splitAt(x->getType(), axis);
+  llvm::Value *offset = i64(0);
+  for (const ir::Value *part : op.getResults()) {
+    llvm::Value *size = isUnstack ? i64(1) : dim(part->getType().shape[axis]);
+    if (part->getType().isScalar()) {
+      setScalar(part, loadElement(t, xMem, offset));
+    } else if (axis == 0 && !outputFor.count(part)) {
+      setMemory(part, elementPtr(t, xMem, b.CreateNUWMul(offset, s.inner)));
+    } else {
+      llvm::Value *out = resultBuffer(part);
+      llvm::Value *partRow = b.CreateNUWMul(size, s.inner);
+      copyElements(t, out, partRow, i64(0), xMem,
+                   b.CreateNUWMul(s.extent, s.inner),
+                   b.CreateNUWMul(offset, s.inner), s.outer, partRow);
+      setMemory(part, out);
+    }
+    offset = b.CreateNUWAdd(offset, size);
+  }
+}
+
+/// concat: the result is [outer, total, inner]; operand k fills the
+/// columns from its offset along the axis.
+void FunctionLowering::lowerConcat(const ir::Op &op) {
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  unsigned axis = op.getAttrs().getInt("axis");
+  llvm::Value *out = resultBuffer(result);
+  AxisSplit s = splitAt(result->getType(), axis);
+  llvm::Value *rowLength = b.CreateNUWMul(s.extent, s.inner);
+  llvm::Value *offset = i64(0);
+  for (const ir::Value *v : op.getOperands()) {
+    llvm::Value *partRow =
+        b.CreateNUWMul(dim(v->getType().shape[axis]), s.inner);
+    copyElements(t, out, rowLength, offset, memoryOf(v), partRow, i64(0),
+                 s.outer, partRow);
+    offset = b.CreateNUWAdd(offset, partRow);
+  }
+  setMemory(result, out);
+}
+
+/// one_hot: row p is 1 at indices[p] and 0 elsewhere. An index outside
+/// [0, depth) returns GRADC_ERROR_INDEX.
+void FunctionLowering::lowerOneHot(const ir::Op &op) {
+  const ir::Value *indices = op.getOperand(0);
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  llvm::Value *depth = dim(op.getAttrs().getShape("depth")[0]);
+  llvm::Value *out = resultBuffer(result);
+  auto row = [&](llvm::Value *p, llvm::Value *label) {
+    llvm::Value *label64 = b.CreateSExt(label, b.getInt64Ty());
+    failIf(b.CreateOr(b.CreateICmpSLT(label64, i64(0)),
+                      b.CreateICmpSGE(label64, depth)),
+           StatusIndex);
+    llvm::Value *rowStart = b.CreateNUWMul(p, depth);
+    forLoop(depth, "j", [&](llvm::Value *j) {
+      llvm::Value *v =
+          b.CreateSelect(b.CreateICmpEQ(j, label64), constantElement(t, 1),
+                         constantElement(t, 0));
+      storeElement(t, v, out, b.CreateNUWAdd(rowStart, j));
+    });
+  };
+  if (indices->getType().isScalar()) {
+    row(i64(0), scalarOf(indices));
+  } else {
+    llvm::Value *mem = memoryOf(indices);
+    forLoop(numElements(indices->getType()), "p",
+            [&](llvm::Value *p) { row(p, loadElement(DType::I32, mem, p)); });
+  }
+  setMemory(result, out);
+}
+
+/// softmax_cross_entropy: per row, logsumexp(logits) - logits[label],
+/// computed as (m + ln sum e^(x - m)) - x[label]. A label outside
+/// [0, classes) returns GRADC_ERROR_INDEX.
+void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
+  const ir::Value *logits = op.getOperand(0), *labels = op.getOperand(1);
+  const ir::Value *result = op.getResult();
+  DType t = result->getType().dtype;
+  llvm::Type *elt = elementType(t);
+  llvm::SmallVector<llvm::Value *, 4> lDims = dims(logits->getType());
+  llvm::Value *classes = lDims.back();
+  llvm::Value *rows = product(llvm::ArrayRef(lDims).drop_back());
+  llvm::Value *xMem = memoryOf(logits);
+  bool scalarResult = result->getType().isScalar();
+  llvm::Value *labelMem = scalarResult ? nullptr : memoryOf(labels);
+  llvm::Value *out = scalarResult ? nullptr : resultBuffer(result);
+  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+  llvm::AllocaInst *acc = ab.CreateAlloca(elt, nullptr, "acc");
+  llvm::Value *scalar = nullptr;
+  forLoop(rows, "r", [&](llvm::Value *r) {
+    llvm::Value *label =
+        scalarResult ? scalarOf(labels) : loadElement(DType::I32, labelMem, r);
+    llvm::Value *label64 = b.CreateSExt(label, b.getInt64Ty());
+    failIf(b.CreateOr(b.CreateICmpSLT(label64, i64(0)),
+                      b.CreateICmpSGE(label64, classes)),
+           StatusIndex);
+    llvm::Value *rowStart = b.CreateNUWMul(r, classes);
+    b.CreateStore(llvm::ConstantFP::getInfinity(elt, true), acc);
+    forLoop(classes, "c", [&](llvm::Value *c) {
+      llvm::Value *v = loadElement(t, xMem, b.CreateNUWAdd(rowStart, c));
+      b.CreateStore(maxOf(t, b.CreateLoad(elt, acc), v), acc);
+    });
+    llvm::Value *m = b.CreateLoad(elt, acc, "max");
+    llvm::Value *shift =
+        b.CreateSelect(isFinite(m), m, llvm::ConstantFP::get(elt, 0.0));
+    b.CreateStore(llvm::ConstantFP::get(elt, 0.0), acc);
+    forLoop(classes, "c", [&](llvm::Value *c) {
+      llvm::Value *v = loadElement(t, xMem, b.CreateNUWAdd(rowStart, c));
+      llvm::Value *e = callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, shift));
+      b.CreateStore(b.CreateFAdd(b.CreateLoad(elt, acc), e), acc);
+    });
+    llvm::Value *lse = b.CreateFAdd(
+        shift, callUnary(llvm::Intrinsic::log, b.CreateLoad(elt, acc)));
+    llvm::Value *picked =
+        loadElement(t, xMem, b.CreateNUWAdd(rowStart, label64));
+    llvm::Value *loss = b.CreateFSub(lse, picked, "loss");
+    if (scalarResult)
+      scalar = loss;
+    else
+      storeElement(t, loss, out, r);
+  });
+  if (scalarResult)
+    setScalar(result, scalar);
+  else
+    setMemory(result, out);
+}
+
+/// A call of another function of the module through its C ABI: sizes
+/// from the operands' shapes, results into buffers, a non-zero status
+/// returned as is.
+void FunctionLowering::lowerCall(const ir::Op &op) {
+  const ir::Function *callee = ml.getIRModule().lookup(op.getCallee());
+  llvm::Function *target = ml.getFunction(op.getCallee());
+  assert(callee && target && "call of an unknown function");
+  llvm::SmallVector<llvm::Value *, 8> args;
+  // The callee binds each size name at the first parameter dimension that
+  // names it; our operand has the size at the same dimension.
+  for (const std::string &name : callee->getSizeNames()) {
+    llvm::Value *size = nullptr;
+    for (auto [p, param] : llvm::enumerate(callee->getParams())) {
+      for (auto [d, calleeDim] : llvm::enumerate(param->getType().shape))
+        if (calleeDim.isNamed() && calleeDim.getName() == name) {
+          size = dim(op.getOperand(p)->getType().shape[d]);
+          break;
+        }
+      if (size)
+        break;
+    }
+    assert(size && "a size name that no parameter binds");
+    args.push_back(size);
+  }
+  for (const ir::Value *v : op.getOperands())
+    args.push_back(v->getType().isScalar() ? scalarOf(v) : memoryOf(v));
+  llvm::SmallVector<llvm::Value *, 2> resultMem;
+  for (const ir::Value *r : op.getResults()) {
+    if (r->getType().isScalar()) {
+      llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+      resultMem.push_back(ab.CreateAlloca(elementType(r->getType().dtype),
+                                          nullptr, r->getName()));
+    } else {
+      resultMem.push_back(resultBuffer(r));
+    }
+  }
+  args.append(resultMem.begin(), resultMem.end());
+  llvm::Value *status = b.CreateCall(target, args, "status");
+  auto *fail = llvm::BasicBlock::Create(ctx, "call.fail", llfn);
+  auto *cont = llvm::BasicBlock::Create(ctx, "call.ok", llfn);
+  b.CreateCondBr(b.CreateICmpNE(status, b.getInt32(0)), fail, cont);
+  b.SetInsertPoint(fail);
+  b.CreateStore(status, statusSlot);
+  b.CreateBr(exitBlock);
+  b.SetInsertPoint(cont);
+  for (auto [r, mem] : llvm::zip(op.getResults(), resultMem)) {
+    if (r->getType().isScalar())
+      setScalar(
+          r, b.CreateLoad(elementType(r->getType().dtype), mem, r->getName()));
+    else
+      setMemory(r, mem);
+  }
+}
+
+/// Copies every returned value that is not in its output buffer yet.
+void FunctionLowering::writeOutputs() {
+  for (auto [i, v] : llvm::enumerate(fn.getReturns())) {
+    llvm::Value *out = outputs[i];
+    if (writtenToOutput.contains(v) && outputFor.lookup(v) == out)
+      continue;
+    DType t = v->getType().dtype;
+    if (v->getType().isScalar()) {
+      b.CreateStore(scalarOf(v), out);
+      continue;
+    }
+    llvm::Value *bytes = b.CreateNUWMul(
+        numElements(v->getType()),
+        i64(llfn->getDataLayout().getTypeAllocSize(elementType(t))));
+    b.CreateMemCpy(out, llvm::MaybeAlign(), memoryOf(v), llvm::MaybeAlign(),
+                   bytes);
+  }
+}
+
+void FunctionLowering::run() {
+  allocaBlock = llvm::BasicBlock::Create(ctx, "entry", llfn);
+  auto *body = llvm::BasicBlock::Create(ctx, "body", llfn);
+  exitBlock = llvm::BasicBlock::Create(ctx, "exit");
+  b.SetInsertPoint(allocaBlock);
+  statusSlot = b.CreateAlloca(b.getInt32Ty(), nullptr, "status");
+  divZeroFlag = b.CreateAlloca(b.getInt1Ty(), nullptr, "div.by.zero");
+  b.CreateStore(b.getFalse(), divZeroFlag);
+  b.CreateBr(body);
+  b.SetInsertPoint(body);
+
+  // Arguments: sizes, parameters, outputs (docs/ABI.md).
+  auto arg = llfn->arg_begin();
+  for (const std::string &name : fn.getSizeNames()) {
+    llvm::Value *size = &*arg++;
+    sizes[name] = size;
+    failIf(b.CreateICmpSLT(size, i64(0)), StatusSize);
+  }
+  for (const ir::Value *p : fn.getParams()) {
+    llvm::Value *a = &*arg++;
+    if (p->getType().isScalar())
+      setScalar(p, a);
+    else
+      setMemory(p, a);
+  }
+  for (size_t i = 0; i < fn.getReturns().size(); ++i)
+    outputs.push_back(&*arg++);
+
+  plan();
+  for (const auto &op : fn.getOps()) {
+    lowerOp(*op);
+    if (pendingDivCheck) {
+      failIf(b.CreateLoad(b.getInt1Ty(), divZeroFlag), StatusDivZero);
+      pendingDivCheck = false;
+    }
+  }
+  writeOutputs();
+  b.CreateStore(b.getInt32(StatusOk), statusSlot);
+  b.CreateBr(exitBlock);
+
+  exitBlock->insertInto(llfn);
+  b.SetInsertPoint(exitBlock);
+  for (llvm::AllocaInst *slot : heapSlots)
+    b.CreateCall(ml.getFree(), {b.CreateLoad(b.getPtrTy(), slot)});
+  b.CreateRet(b.CreateLoad(b.getInt32Ty(), statusSlot));
+}
+
+//===----------------------------------------------------------------------===//
+// ModuleLowering
+//===----------------------------------------------------------------------===//
+
+llvm::FunctionCallee ModuleLowering::getMalloc() {
+  return llvmModule.getOrInsertFunction(
+      "malloc", llvm::FunctionType::get(llvm::PointerType::get(ctx, 0),
+                                        {llvm::Type::getInt64Ty(ctx)}, false));
+}
+
+llvm::FunctionCallee ModuleLowering::getFree() {
+  return llvmModule.getOrInsertFunction(
+      "free", llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                      {llvm::PointerType::get(ctx, 0)}, false));
+}
+
+llvm::FunctionCallee ModuleLowering::getLibm(llvm::StringRef name,
+                                             llvm::Type *type) {
+  return llvmModule.getOrInsertFunction(
+      name, llvm::FunctionType::get(type, {type}, false));
+}
+
+std::vector<std::string> ModuleLowering::outputNames(const ir::Function &fn) {
+  std::vector<std::string> names;
+  size_t n = fn.getReturns().size();
+  // A generated gradient names its outputs after the parameters they
+  // belong to.
+  if (fn.getRole() == ir::Function::Role::Grad)
+    for (const auto &other : module.getFunctions()) {
+      const auto &spec = other->getGradSpec();
+      if (!spec || spec->gradName != fn.getName() || spec->wrt.size() != n)
+        continue;
+      for (unsigned p : spec->wrt)
+        names.push_back("d_" + other->getParam(p)->getName().str());
+      return names;
+    }
+  for (size_t i = 0; i < n; ++i)
+    names.push_back(n == 1 ? "out" : "out" + std::to_string(i));
+  return names;
+}
+
+void ModuleLowering::declareFunction(const ir::Function &fn) {
+  llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
+  llvm::SmallVector<llvm::Type *, 8> params;
+  std::vector<std::string> sizeNames = fn.getSizeNames();
+  for (size_t i = 0; i < sizeNames.size(); ++i)
+    params.push_back(llvm::Type::getInt64Ty(ctx));
+  for (const ir::Value *p : fn.getParams()) {
+    const TensorType &t = p->getType();
+    if (!t.isScalar()) {
+      params.push_back(ptrTy);
+      continue;
+    }
+    switch (t.dtype) {
+    case DType::F32:
+      params.push_back(llvm::Type::getFloatTy(ctx));
+      break;
+    case DType::F64:
+      params.push_back(llvm::Type::getDoubleTy(ctx));
+      break;
+    case DType::I32:
+      params.push_back(llvm::Type::getInt32Ty(ctx));
+      break;
+    case DType::Bool:
+      params.push_back(llvm::Type::getInt8Ty(ctx));
+      break;
+    }
+  }
+  for (size_t i = 0; i < fn.getReturns().size(); ++i)
+    params.push_back(ptrTy);
+  auto *type =
+      llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx), params, false);
+  bool exported = fn.getRole() != ir::Function::Role::RuleInstance;
+  auto *f = llvm::Function::Create(
+      type,
+      exported ? llvm::GlobalValue::ExternalLinkage
+               : llvm::GlobalValue::InternalLinkage,
+      abiSymbolName(options.moduleName, fn.getName()), llvmModule);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+
+  // Names and attributes: the ABI promises that outputs overlap nothing;
+  // inputs are only read, so noalias holds for them too.
+  unsigned a = 0;
+  for (const std::string &name : sizeNames)
+    f->getArg(a++)->setName(name);
+  for (const ir::Value *p : fn.getParams()) {
+    llvm::Argument *arg = f->getArg(a++);
+    arg->setName(p->getName());
+    if (p->getType().isScalar())
+      continue;
+    arg->addAttr(llvm::Attribute::NoAlias);
+    arg->addAttr(llvm::Attribute::NoCapture);
+    arg->addAttr(llvm::Attribute::ReadOnly);
+  }
+  for (const std::string &name : outputNames(fn)) {
+    llvm::Argument *arg = f->getArg(a++);
+    arg->setName(name);
+    arg->addAttr(llvm::Attribute::NoAlias);
+    arg->addAttr(llvm::Attribute::NoCapture);
+  }
+  functions[fn.getName()] = f;
+}
+
+/// `int32_t __gradc_call_SYM(const int64_t *sizes, void **args,
+/// void **outs)`: loads every argument from the arrays and calls SYM, so
+/// that the JIT calls every function through one C++ signature.
+void ModuleLowering::emitWrapper(const ir::Function &fn,
+                                 llvm::Function *target) {
+  llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
+  auto *type = llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx),
+                                       {ptrTy, ptrTy, ptrTy}, false);
+  auto *f =
+      llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
+                             jitWrapperName(target->getName()), llvmModule);
+  f->getArg(0)->setName("sizes");
+  f->getArg(1)->setName("args");
+  f->getArg(2)->setName("outs");
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
+  llvm::SmallVector<llvm::Value *, 8> args;
+  auto at = [&](llvm::Value *array, unsigned i, llvm::Type *t) {
+    return b.CreateLoad(t, b.CreateConstInBoundsGEP1_64(t, array, i));
+  };
+  size_t numSizes = fn.getSizeNames().size();
+  for (size_t i = 0; i < numSizes; ++i)
+    args.push_back(at(f->getArg(0), i, b.getInt64Ty()));
+  for (auto [i, p] : llvm::enumerate(fn.getParams())) {
+    llvm::Value *ptr = at(f->getArg(1), i, ptrTy);
+    llvm::Type *paramTy = target->getArg(numSizes + i)->getType();
+    args.push_back(p->getType().isScalar() ? b.CreateLoad(paramTy, ptr) : ptr);
+  }
+  for (size_t i = 0; i < fn.getReturns().size(); ++i)
+    args.push_back(at(f->getArg(2), i, ptrTy));
+  b.CreateRet(b.CreateCall(target, args));
+}
+
+void ModuleLowering::run() {
+  // Exported functions, and the rule instances that they call.
+  std::vector<const ir::Function *> toLower;
+  llvm::DenseSet<const ir::Function *> seen;
+  for (const auto &fn : module.getFunctions())
+    if (fn->getRole() != ir::Function::Role::RuleInstance) {
+      toLower.push_back(fn.get());
+      seen.insert(fn.get());
+    }
+  for (size_t i = 0; i < toLower.size(); ++i)
+    for (const auto &op : toLower[i]->getOps())
+      if (op->getKind() == OpKind::Call)
+        if (const ir::Function *callee = module.lookup(op->getCallee()))
+          if (seen.insert(callee).second)
+            toLower.push_back(callee);
+  // Keep the module order in the output.
+  for (const auto &fn : module.getFunctions())
+    if (seen.contains(fn.get()))
+      declareFunction(*fn);
+  for (const auto &fn : module.getFunctions())
+    if (seen.contains(fn.get()))
+      FunctionLowering(*this, *fn, functions.lookup(fn->getName())).run();
+  if (options.jitWrappers)
+    for (const auto &fn : module.getFunctions())
+      if (fn->getRole() != ir::Function::Role::RuleInstance)
+        emitWrapper(*fn, functions.lookup(fn->getName()));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+std::string emit::abiSymbolName(llvm::StringRef moduleName,
+                                llvm::StringRef function) {
+  std::string s = moduleName.str() + "_" + function.str();
+  for (char &c : s)
+    if (!llvm::isAlnum(c) && c != '_')
+      c = '_';
+  return s;
+}
+
+std::string emit::jitWrapperName(llvm::StringRef symbol) {
+  return "__gradc_call_" + symbol.str();
+}
+
+static void initializeTargets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+  });
+}
+
+std::unique_ptr<llvm::TargetMachine>
+emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
+  initializeTargets();
+  bool host = options.triple.empty();
+  llvm::Triple triple(host ? llvm::sys::getProcessTriple()
+                           : llvm::Triple::normalize(options.triple));
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple.str(), error);
+  if (!target) {
+    error = "unknown target '" + options.triple + "': " + error;
+    return nullptr;
+  }
+  std::string cpu = options.cpu;
+  std::string features;
+  if ((host && cpu.empty()) || cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    std::vector<std::string> list;
+    for (const auto &f : llvm::sys::getHostCPUFeatures())
+      list.push_back((f.second ? "+" : "-") + f.first().str());
+    std::sort(list.begin(), list.end());
+    features = llvm::join(list, ",");
+  } else if (cpu.empty()) {
+    cpu = "generic";
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target->createMCSubtargetInfo(triple.str(), cpu, ""));
+  if (!sti || (cpu != "generic" && !sti->isCPUStringValid(cpu))) {
+    error = "unknown CPU '" + cpu + "' for target '" + triple.str() + "'";
+    return nullptr;
+  }
+  llvm::CodeGenOptLevel level = llvm::CodeGenOptLevel::Default;
+  if (options.optLevel == 0)
+    level = llvm::CodeGenOptLevel::None;
+  else if (options.optLevel >= 3)
+    level = llvm::CodeGenOptLevel::Aggressive;
+  llvm::TargetOptions targetOptions;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple.str(), cpu, features, targetOptions,
+                                  llvm::Reloc::PIC_, std::nullopt, level));
+  if (!tm)
+    error = "cannot create a target machine for '" + triple.str() + "'";
+  return tm;
+}
+
+std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
+                                                llvm::LLVMContext &ctx,
+                                                llvm::TargetMachine &tm,
+                                                const LLVMOptions &options,
+                                                std::string &error) {
+  auto llvmModule = std::make_unique<llvm::Module>(options.moduleName, ctx);
+  llvmModule->setTargetTriple(tm.getTargetTriple().str());
+  llvmModule->setDataLayout(tm.createDataLayout());
+  if (!module.sourceName.empty())
+    llvmModule->setSourceFileName(module.sourceName);
+  ModuleLowering(module, *llvmModule, options).run();
+  llvm::raw_string_ostream os(error);
+  if (llvm::verifyModule(*llvmModule, &os)) {
+    error =
+        "internal error: the LLVM backend produced an invalid module: " + error;
+    return nullptr;
+  }
+  return llvmModule;
+}
+
+void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
+                          unsigned optLevel) {
+  if (optLevel == 0)
+    return;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  tuning.LoopInterleaving = true;
+  tuning.LoopUnrolling = true;
+  llvm::PassBuilder pb(&tm, tuning);
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = optLevel == 1   ? llvm::OptimizationLevel::O1
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                  : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
+}
+
+std::unique_ptr<llvm::Module> emit::buildLLVMModule(const ir::Module &module,
+                                                    llvm::LLVMContext &ctx,
+                                                    llvm::TargetMachine &tm,
+                                                    const LLVMOptions &options,
+                                                    std::string &error) {
+  std::unique_ptr<llvm::Module> llvmModule =
+      lowerToLLVM(module, ctx, tm, options, error);
+  if (!llvmModule)
+    return nullptr;
+  optimizeModule(*llvmModule, tm, options.optLevel);
+  return llvmModule;
+}
+
+bool emit::writeObjectFile(llvm::Module &module, llvm::TargetMachine &tm,
+                           llvm::raw_pwrite_stream &os, std::string &error) {
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr,
+                             llvm::CodeGenFileType::ObjectFile)) {
+    error =
+        "target '" + tm.getTargetTriple().str() + "' cannot emit object files";
+    return false;
+  }
+  pm.run(module);
+  return true;
+}

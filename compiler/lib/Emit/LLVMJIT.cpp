@@ -1,0 +1,278 @@
+//===- LLVMJIT.cpp - Running IR functions through LLVM's JIT --------------===//
+//
+// Compiles a module with EmitLLVM (plus one trampoline per exported
+// function) into memory with ORC's LLJIT and calls it. Every call goes
+// through the trampoline's single signature
+//
+//   int32_t __gradc_call_SYM(const int64_t *sizes, void **args, void **outs)
+//
+// so no C++ code is needed per function signature: arguments are converted
+// from ir::Tensor (doubles) into buffers of the C element type, sizes bound
+// from the arguments' shapes, and outputs converted back.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Emit/LLVMJIT.h"
+
+#include "gradc/Emit/EmitLLVM.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <cstring>
+#include <mutex>
+
+using namespace gradc;
+using namespace gradc::emit;
+
+namespace {
+
+/// The module name of JIT-compiled symbols; never visible outside.
+constexpr const char *jitModuleName = "gradc_jit";
+
+using Trampoline = int32_t (*)(const int64_t *, void **, void **);
+
+size_t elementSize(DType t) {
+  switch (t) {
+  case DType::F32:
+    return sizeof(float);
+  case DType::F64:
+    return sizeof(double);
+  case DType::I32:
+    return sizeof(int32_t);
+  case DType::Bool:
+    return sizeof(uint8_t);
+  }
+  return 1;
+}
+
+/// Converts the interpreter's doubles into a buffer of the C element type.
+std::vector<char> toBuffer(const ir::Tensor &t) {
+  size_t n = t.data.size();
+  std::vector<char> buffer(std::max<size_t>(n, 1) * elementSize(t.dtype));
+  for (size_t i = 0; i < n; ++i) {
+    double v = t.data[i];
+    switch (t.dtype) {
+    case DType::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(buffer.data() + i * sizeof f, &f, sizeof f);
+      break;
+    }
+    case DType::F64:
+      std::memcpy(buffer.data() + i * sizeof v, &v, sizeof v);
+      break;
+    case DType::I32: {
+      int32_t k = static_cast<int32_t>(v);
+      std::memcpy(buffer.data() + i * sizeof k, &k, sizeof k);
+      break;
+    }
+    case DType::Bool:
+      buffer[i] = v != 0 ? 1 : 0;
+      break;
+    }
+  }
+  return buffer;
+}
+
+/// Reads a buffer of the C element type back into doubles.
+void fromBuffer(const std::vector<char> &buffer, ir::Tensor &t) {
+  size_t n = t.numElements();
+  t.data.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, buffer.data() + i * sizeof f, sizeof f);
+      t.data[i] = f;
+      break;
+    }
+    case DType::F64:
+      std::memcpy(&t.data[i], buffer.data() + i * sizeof(double),
+                  sizeof(double));
+      break;
+    case DType::I32: {
+      int32_t k;
+      std::memcpy(&k, buffer.data() + i * sizeof k, sizeof k);
+      t.data[i] = k;
+      break;
+    }
+    case DType::Bool:
+      t.data[i] = buffer[i] != 0 ? 1 : 0;
+      break;
+    }
+  }
+}
+
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Binds the size names of `fn` from the shapes of `args`; false with
+/// `error` set when a shape contradicts the signature.
+bool bindSizes(const ir::Function &fn, llvm::ArrayRef<ir::Tensor> args,
+               llvm::StringMap<int64_t> &sizes, std::string &error) {
+  if (args.size() != fn.getParams().size()) {
+    error = "expected " + std::to_string(fn.getParams().size()) +
+            " arguments, got " + std::to_string(args.size());
+    return false;
+  }
+  for (auto [param, arg] : llvm::zip(fn.getParams(), args)) {
+    const TensorType &type = param->getType();
+    auto mismatch = [&] {
+      error = "argument '" + param->getName().str() + "' of shape " +
+              shapeString(arg.shape) + " does not fit " + type.str();
+      return false;
+    };
+    if (arg.dtype != type.dtype || arg.shape.size() != type.getRank())
+      return mismatch();
+    for (auto [d, size] : llvm::zip(type.shape, arg.shape)) {
+      if (d.isKnown() ? d.getSize() != size
+                      : !sizes.try_emplace(d.getName(), size).second &&
+                            sizes.lookup(d.getName()) != size)
+        return mismatch();
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+struct JITModule::Impl {
+  const ir::Module *module = nullptr;
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+};
+
+JITModule::JITModule(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+JITModule::~JITModule() = default;
+
+std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
+                                             unsigned optLevel,
+                                             std::string &error) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
+    error = llvm::toString(std::move(e));
+    return nullptr;
+  };
+  llvm::Expected<llvm::orc::JITTargetMachineBuilder> jtmb =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb)
+    return fail(jtmb.takeError());
+  jtmb->setCodeGenOptLevel(optLevel == 0 ? llvm::CodeGenOptLevel::None
+                                         : llvm::CodeGenOptLevel::Default);
+  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm =
+      jtmb->createTargetMachine();
+  if (!tm)
+    return fail(tm.takeError());
+
+  LLVMOptions options;
+  options.moduleName = jitModuleName;
+  options.optLevel = optLevel;
+  options.jitWrappers = true;
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> llvmModule =
+      buildLLVMModule(module, *ctx, **tm, options, error);
+  if (!llvmModule)
+    return nullptr;
+
+  llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit =
+      llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+  if (!jit)
+    return fail(jit.takeError());
+  if (llvm::Error e = (*jit)->addIRModule(
+          llvm::orc::ThreadSafeModule(std::move(llvmModule), std::move(ctx))))
+    return fail(std::move(e));
+  auto impl = std::make_unique<Impl>();
+  impl->module = &module;
+  impl->jit = std::move(*jit);
+  return std::unique_ptr<JITModule>(new JITModule(std::move(impl)));
+}
+
+bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
+                     std::vector<ir::Tensor> &results, std::string &error) {
+  const ir::Function *fn = impl->module->lookup(fnName);
+  if (!fn || fn->getRole() == ir::Function::Role::RuleInstance) {
+    error = "no function named '" + fnName.str() + "'";
+    return false;
+  }
+  llvm::StringMap<int64_t> sizeMap;
+  if (!bindSizes(*fn, args, sizeMap, error))
+    return false;
+  std::vector<int64_t> sizes;
+  for (const std::string &name : fn->getSizeNames())
+    sizes.push_back(sizeMap.lookup(name));
+
+  std::vector<std::vector<char>> inputs;
+  std::vector<void *> argPtrs;
+  for (const ir::Tensor &t : args)
+    inputs.push_back(toBuffer(t));
+  for (std::vector<char> &buffer : inputs)
+    argPtrs.push_back(buffer.data());
+
+  // Outputs: the result types with the size names substituted.
+  results.clear();
+  std::vector<std::vector<char>> outputs;
+  std::vector<void *> outPtrs;
+  for (const ir::Value *v : fn->getReturns()) {
+    ir::Tensor t;
+    t.dtype = v->getType().dtype;
+    for (const Dim &d : v->getType().shape)
+      t.shape.push_back(d.isKnown() ? d.getSize()
+                                    : sizeMap.lookup(d.getName()));
+    outputs.emplace_back(std::max<int64_t>(t.numElements(), 1) *
+                         elementSize(t.dtype));
+    results.push_back(std::move(t));
+  }
+  for (std::vector<char> &buffer : outputs)
+    outPtrs.push_back(buffer.data());
+
+  std::string symbol = jitWrapperName(abiSymbolName(jitModuleName, fnName));
+  llvm::Expected<llvm::orc::ExecutorAddr> addr = impl->jit->lookup(symbol);
+  if (!addr) {
+    error = llvm::toString(addr.takeError());
+    return false;
+  }
+  int32_t status =
+      addr->toPtr<Trampoline>()(sizes.data(), argPtrs.data(), outPtrs.data());
+  if (status != 0) {
+    error = describeStatus(status);
+    return false;
+  }
+  for (auto [buffer, t] : llvm::zip(outputs, results))
+    fromBuffer(buffer, t);
+  return true;
+}
+
+bool emit::runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
+                          llvm::ArrayRef<ir::Tensor> args,
+                          std::vector<ir::Tensor> &results,
+                          std::string &error) {
+  std::unique_ptr<JITModule> jit = JITModule::create(module, 2, error);
+  return jit && jit->call(fnName, args, results, error);
+}
+
+std::string emit::describeStatus(int status) {
+  switch (status) {
+  case 1:
+    return "a size argument is negative (GRADC_ERROR_SIZE)";
+  case 2:
+    return "an index is out of range (GRADC_ERROR_INDEX)";
+  case 3:
+    return "integer division by zero (GRADC_ERROR_DIV_ZERO)";
+  case 4:
+    return "a temporary could not be allocated (GRADC_ERROR_ALLOC)";
+  default:
+    return "unknown status " + std::to_string(status);
+  }
+}

@@ -43,6 +43,9 @@ public:
         resultIndex(resultIndex) {}
 
   const TensorType &getType() const { return type; }
+  /// Changes the type in place; the caller keeps the function well typed
+  /// (`gradc check` promotes a whole module from f32 to f64 this way).
+  void setType(TensorType t) { type = std::move(t); }
   /// The user's name (`h`, `d_x`), or "" for a temporary. Not unique: the
   /// printer makes printed names unique.
   llvm::StringRef getName() const { return name; }

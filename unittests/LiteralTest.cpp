@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace gradc;
 using namespace gradc::ir;
 
@@ -92,6 +94,8 @@ TEST(Literal, PrintsEachElementType) {
   EXPECT_EQ(tensorToString(f), "[3, 0.5, 0.33333334]");
   Tensor d{DType::F64, {2}, {1.0 / 3.0, -2}};
   EXPECT_EQ(tensorToString(d), "[0.3333333333333333, -2]");
+  Tensor big{DType::F32, {4}, {1000, 1e20, -0.0, INFINITY}};
+  EXPECT_EQ(tensorToString(big), "[1000, 1e+20, -0, inf]");
   Tensor i{DType::I32, {}, {-7}};
   EXPECT_EQ(tensorToString(i), "-7");
   Tensor b{DType::Bool, {2, 1}, {1, 0}};

@@ -16,8 +16,10 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -305,11 +307,26 @@ private:
   }
 };
 
+/// Integral values below 10^15 print as plain integers (`1000`, not the
+/// `1e+03` that the shortest round-tripping form would give); every other
+/// float prints in that shortest form.
+std::optional<std::string> formatIntegral(double v) {
+  if (!(std::fabs(v) < 1e15) || v != std::trunc(v))
+    return std::nullopt;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f", v);
+  return std::string(buf);
+}
+
 std::string formatElement(DType dtype, double v) {
   switch (dtype) {
   case DType::F32:
+    if (auto s = formatIntegral(v))
+      return *s;
     return formatFloat(float(v));
   case DType::F64:
+    if (auto s = formatIntegral(v))
+      return *s;
     return formatDouble(v);
   case DType::I32:
     return std::to_string(int64_t(v));

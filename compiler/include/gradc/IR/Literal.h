@@ -66,8 +66,9 @@ bool literalToTensor(const Literal &lit, DType dtype, Tensor &out,
 
 /// Prints a tensor as SPEC.md says: nested bracket lists `[[1, 2], [1, 2]]`,
 /// a scalar bare; f32 values so they round-trip (formatFloat), f64 likewise
-/// (formatDouble), ints as ints, bools true/false; integral floats print
-/// without a trailing ".0" (`[3, 4]`).
+/// (formatDouble), ints as ints, bools true/false; integral floats below
+/// 10^15 print as integers (`[3, 4]`, `1000`), `-0` keeps its sign, and
+/// infinities and NaN print as `inf`, `-inf` and `nan`.
 void printTensor(const Tensor &t, llvm::raw_ostream &os);
 
 /// The same, into a string.

@@ -1,0 +1,71 @@
+//===- CSE.cpp - Common subexpression elimination -------------------------===//
+//
+// Every op of the IR is pure (the language has no state and no control
+// flow), so two ops of the same kind on the same operands with the same
+// attributes compute the same tensors, and the later one can use the
+// earlier one's results. Differentiation needs this: the reverse sweep
+// recomputes forward values (`transpose(W)` once per use of W) and two
+// rules often build the same intermediate.
+//
+// Two ops that differ only in their gradient rule are not merged: when the
+// function is differentiated again, each must keep its own rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Transforms/Passes.h"
+
+#include "Rewriter.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <unordered_map>
+
+using namespace gradc;
+using namespace gradc::ir;
+using namespace gradc::transforms;
+
+namespace {
+
+/// A string that is equal for two ops exactly when they compute the same
+/// thing: kind, operand identities, attributes (with their variant kind),
+/// result types and gradient rule. Only used as a map key, so operands are
+/// identified by address.
+std::string computationKey(const Op &op) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << op.getName() << '(';
+  for (const Value *v : op.getOperands())
+    os << static_cast<const void *>(v) << ',';
+  os << '{';
+  for (const NamedAttr &a : op.getAttrs().entries())
+    os << a.name << '#' << a.value.index() << '=' << attrValueStr(a.value)
+       << ';';
+  os << "}->";
+  for (const Value *r : op.getResults())
+    os << r->getType().str() << ',';
+  const GradRuleAttr &rule = op.getGradRule();
+  if (rule.isSet())
+    os << " rule " << rule.function << '/' << rule.ruleName << '/' << rule.via
+       << '@' << rule.annotationLoc.getRaw();
+  return key;
+}
+
+} // namespace
+
+bool gradc::runCSE(Module &module, DiagnosticEngine &) {
+  for (const auto &fn : module.getFunctions()) {
+    FunctionRewriter rewriter(*fn);
+    std::unordered_map<std::string, Op *> seen;
+    rewriter.run([&](Op &op) {
+      // Operands were already redirected to the kept ops' results, so a
+      // chain of duplicates collapses in this one walk.
+      auto [it, inserted] = seen.try_emplace(computationKey(op), &op);
+      if (inserted)
+        return false;
+      return rewriter.replaceOp(
+          op, llvm::SmallVector<Value *, 2>(it->second->getResults()));
+    });
+  }
+  return true;
+}

@@ -1,0 +1,87 @@
+//===- Rewriter.h - One forward walk that rewrites a function ---*- C++ -*-===//
+//
+// simplify, fold and cse all rewrite a function the same way: walk the ops
+// in order, redirect each operand to the value that replaced it, and maybe
+// replace the op's results by other values (existing ones, or the results
+// of new ops placed just before it). FunctionRewriter does the bookkeeping
+// once, in one pass over the op list, instead of a replaceAllUses per
+// rewrite, and it never lets a rewrite change a value's type.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_LIB_TRANSFORMS_REWRITER_H
+#define GRADC_LIB_TRANSFORMS_REWRITER_H
+
+#include "gradc/IR/IR.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <memory>
+#include <vector>
+
+namespace gradc::transforms {
+
+class FunctionRewriter {
+public:
+  explicit FunctionRewriter(ir::Function &fn) : fn(fn) {}
+
+  ir::Function &getFunction() { return fn; }
+
+  /// Walks the ops in order. Before `visit` sees an op, its operands are
+  /// redirected to their replacements. `visit` returns true when it
+  /// replaced the op's results (replaceOp); the op is then removed. Ops that
+  /// `visit` creates go just before the visited op. The returned values
+  /// are redirected last. Returns true if anything changed.
+  bool run(llvm::function_ref<bool(ir::Op &op)> visit);
+
+  /// The value that now stands for `v`.
+  ir::Value *lookup(ir::Value *v) const;
+
+  /// Replaces every result of `op` by the value at the same index, once
+  /// the walk reaches the uses. A replacement must have the same type as
+  /// the result; if one does not (a bug in a rewrite), nothing is replaced
+  /// and false is returned. A replacing temporary (an unnamed op result)
+  /// takes the user's name of the value it replaces.
+  bool replaceOp(ir::Op &op, llvm::ArrayRef<ir::Value *> values);
+
+  /// Creates an op of `kind` before the visited op, typed by the op table
+  /// and with the location and note of `like`. Returns null when the op
+  /// table rejects the operands (the rewrite must then not happen).
+  ir::Op *create(OpKind kind, llvm::ArrayRef<ir::Value *> operands,
+                 AttrList attrs, const ir::Op &like);
+  /// The same for a single result; null when rejected.
+  ir::Value *create1(OpKind kind, llvm::ArrayRef<ir::Value *> operands,
+                     AttrList attrs, const ir::Op &like);
+  /// A constant of `type` with `values` (one value: a splat).
+  ir::Value *createConstant(const TensorType &type,
+                            llvm::ArrayRef<double> values, const ir::Op &like);
+
+  /// Records a change made in place (an operand of a kept op rewired).
+  void markChanged() { changed = true; }
+
+private:
+  ir::Function &fn;
+  llvm::DenseMap<ir::Value *, ir::Value *> replacements;
+  /// Removed ops stay allocated until the rewriter dies, so that no
+  /// pointer held during the walk dangles.
+  std::vector<std::unique_ptr<ir::Op>> removed;
+  bool changed = false;
+};
+
+/// The values of a constant op's result `v` (one value for a splat), or
+/// null when `v` is not defined by a `constant`.
+const std::vector<double> *getConstantValues(const ir::Value *v);
+
+/// Whether `v` is defined by an op of `kind`.
+bool isDefinedBy(const ir::Value *v, OpKind kind);
+
+/// Whether `op` has a gradient rule chosen by an annotation; such ops are
+/// never rewritten (see Passes.h).
+inline bool hasCustomGradient(const ir::Op &op) {
+  return op.getGradRule().isSet();
+}
+
+} // namespace gradc::transforms
+
+#endif // GRADC_LIB_TRANSFORMS_REWRITER_H

@@ -1,0 +1,486 @@
+//===- Simplify.cpp - Exact algebraic identities and zero propagation -----===//
+//
+// Differentiation writes the reverse sweep op by op, without looking at
+// what it produces: a rule returns `zeros_like(dy)` for an operand that
+// gets no gradient, the seed of a scalar loss is multiplied by the
+// cotangent, and layout rules transpose what an earlier rule transposed.
+// This pass removes that noise with rewrites of two kinds:
+//
+//  - Identities that hold bit for bit in IEEE arithmetic, for every input
+//    including NaN, infinities and signed zeros: `x * 1`, `x / 1`,
+//    `x + (-0.0)`, `x - (+0.0)`, `neg(neg(x))`, transposes, reshapes and
+//    broadcasts that compose or do nothing. `x + 0.0` is NOT one of them
+//    (-0.0 + 0.0 is +0.0), so a literal 0.0 is left alone.
+//
+//  - Zero propagation over *structural* zeros: values that are zero by
+//    construction (`zeros_like`, integer constants 0, and what the rules
+//    below derive from them). As in TensorFlow, where a missing gradient
+//    is `None` rather than a tensor of zeros, a structural zero is "no
+//    contribution": `a + 0` is `a` and `a * 0` is 0 even where IEEE would
+//    give -0.0 + 0.0 = +0.0 or inf * 0 = NaN. For integer and bool zeros
+//    every one of these rules is exact anyway.
+//
+// See docs/Passes.md for the full list of rewrites.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Transforms/Passes.h"
+
+#include "Rewriter.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace gradc;
+using namespace gradc::ir;
+using namespace gradc::transforms;
+
+namespace {
+
+/// How a constant is zero, if it is: the sign of a zero decides which
+/// float identities are exact.
+enum class ConstantZero { None, AllPositive, AllNegative, Mixed };
+
+ConstantZero classifyConstantZero(const Value *v) {
+  const std::vector<double> *values = getConstantValues(v);
+  if (!values || values->empty() || hasCustomGradient(*v->getDefiningOp()))
+    return ConstantZero::None;
+  bool positive = false, negative = false;
+  for (double d : *values) {
+    if (d != 0.0)
+      return ConstantZero::None;
+    (std::signbit(d) ? negative : positive) = true;
+  }
+  if (positive && negative)
+    return ConstantZero::Mixed;
+  return positive ? ConstantZero::AllPositive : ConstantZero::AllNegative;
+}
+
+/// Whether `v` is exactly one everywhere: a constant of ones or
+/// `ones_like`, without an annotation's gradient rule.
+bool isOne(const Value *v) {
+  const Op *def = v->getDefiningOp();
+  if (!def || hasCustomGradient(*def))
+    return false;
+  if (def->getKind() == OpKind::OnesLike)
+    return true;
+  const std::vector<double> *values = getConstantValues(v);
+  return values && !values->empty() &&
+         llvm::all_of(*values, [](double d) { return d == 1.0; });
+}
+
+/// The op that defines `v` when it is of `kind` and has no annotation's
+/// gradient rule (looking through it would drop that rule), else null.
+const Op *plainDef(const Value *v, OpKind kind) {
+  const Op *def = v->getDefiningOp();
+  if (!def || def->getKind() != kind || hasCustomGradient(*def))
+    return nullptr;
+  return def;
+}
+
+bool isIdentityPerm(llvm::ArrayRef<int64_t> perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i))
+      return false;
+  return true;
+}
+
+class Simplifier {
+public:
+  explicit Simplifier(Function &fn) : fn(fn), rewriter(fn) {}
+
+  /// One walk over the function; true if it changed anything.
+  bool runOnce();
+
+private:
+  bool visit(Op &op);
+
+  // Zero propagation.
+  bool resultIsZero(const Op &op) const;
+  bool replaceByZeros(Op &op);
+  Value *findZeroOfType(const Op &op, const TensorType &type);
+  bool simplifyZerosLike(Op &op);
+
+  // Identities, one family per function.
+  bool simplifyAdd(Op &op);
+  bool simplifySub(Op &op);
+  bool simplifyMulDiv(Op &op);
+  bool simplifyStopGradient(Op &op);
+  bool simplifyNeg(Op &op);
+  bool simplifyTranspose(Op &op);
+  bool simplifyReshapeOrBroadcast(Op &op);
+  bool simplifySingleOperandList(Op &op);
+  bool reanchor(Op &op);
+
+  /// `v` as a value of `type`: itself, or broadcast_to it. Null when `v`
+  /// does not broadcast to `type`.
+  Value *broadcastTo(Value *v, const TensorType &type, const Op &like);
+  bool replaceWith(Op &op, Value *v) { return v && rewriter.replaceOp(op, v); }
+
+  bool isZero(const Value *v) const { return zeros.contains(v); }
+
+  Function &fn;
+  FunctionRewriter rewriter;
+  /// Structural zeros found so far in this walk.
+  llvm::DenseSet<const Value *> zeros;
+  /// The first value of each type (by TensorType::str()) in the function,
+  /// with its op index (-1 for a parameter): where a new `zeros_like` can
+  /// take its type from.
+  llvm::StringMap<std::pair<int64_t, Value *>> firstOfType;
+  int64_t currentIndex = 0;
+};
+
+bool Simplifier::runOnce() {
+  zeros.clear();
+  firstOfType.clear();
+  for (Value *p : fn.getParams())
+    firstOfType.try_emplace(p->getType().str(), -1, p);
+  for (const auto &[index, op] : llvm::enumerate(fn.getOps()))
+    for (Value *r : op->getResults())
+      firstOfType.try_emplace(r->getType().str(), int64_t(index), r);
+  currentIndex = 0;
+  return rewriter.run([&](Op &op) {
+    bool replaced = visit(op);
+    ++currentIndex;
+    return replaced;
+  });
+}
+
+bool Simplifier::visit(Op &op) {
+  if (op.getKind() == OpKind::Constant) {
+    // An integer or bool zero is exact under every rule below.
+    if (!isFloat(op.getResult()->getType().dtype) &&
+        classifyConstantZero(op.getResult()) != ConstantZero::None)
+      zeros.insert(op.getResult());
+    return false;
+  }
+  if (op.getKind() == OpKind::Call || hasCustomGradient(op))
+    return false;
+  if (op.getKind() == OpKind::ZerosLike)
+    return simplifyZerosLike(op);
+  if (op.getKind() == OpKind::Identity)
+    return replaceWith(op, op.getOperand(0));
+  if (resultIsZero(op))
+    return replaceByZeros(op);
+
+  switch (op.getKind()) {
+  case OpKind::OnesLike:
+    return reanchor(op);
+  case OpKind::StopGradient:
+    return simplifyStopGradient(op);
+  case OpKind::Neg:
+    return simplifyNeg(op);
+  case OpKind::Add:
+    return simplifyAdd(op);
+  case OpKind::Sub:
+    return simplifySub(op);
+  case OpKind::Mul:
+  case OpKind::Div:
+    return simplifyMulDiv(op);
+  case OpKind::Select:
+    // select(c, x, x) is x (broadcast to the condition's shape).
+    if (op.getOperand(1) == op.getOperand(2))
+      return replaceWith(
+          op, broadcastTo(op.getOperand(1), op.getResult()->getType(), op));
+    return false;
+  case OpKind::Transpose:
+    return simplifyTranspose(op);
+  case OpKind::Reshape:
+  case OpKind::BroadcastTo:
+    return simplifyReshapeOrBroadcast(op);
+  case OpKind::Concat:
+  case OpKind::Split:
+    return simplifySingleOperandList(op);
+  default:
+    return false;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Zero propagation
+//===----------------------------------------------------------------------===//
+
+/// Whether every result of `op` is a structural zero because of which of
+/// its operands are. An op is listed when it maps zero inputs to zero
+/// outputs: exactly (sum, transpose, relu, ... of +0.0 are +0.0) or
+/// structurally (a * 0, matmul(0, a), neg(0), mean(0) are "no
+/// contribution" whatever `a` holds).
+bool Simplifier::resultIsZero(const Op &op) const {
+  auto zero = [&](unsigned i) { return isZero(op.getOperand(i)); };
+  switch (op.getKind()) {
+  case OpKind::StopGradient:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Sqrt:
+  case OpKind::Sign:
+  case OpKind::Sin:
+  case OpKind::Tanh:
+  case OpKind::Relu:
+  case OpKind::Square:
+  case OpKind::Sum:
+  case OpKind::Mean:
+  case OpKind::Max:
+  case OpKind::Transpose:
+  case OpKind::Reshape:
+  case OpKind::BroadcastTo:
+  case OpKind::Unstack:
+  case OpKind::Split:
+    return zero(0);
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+    return zero(0) && zero(1);
+  case OpKind::Mul:
+  case OpKind::MatMul:
+    return zero(0) || zero(1);
+  case OpKind::Div:
+    // An integer division by zero must still fail at run time.
+    return zero(0) && isFloat(op.getResult()->getType().dtype);
+  case OpKind::Select:
+    return zero(1) && zero(2);
+  case OpKind::Stack:
+  case OpKind::Concat:
+    return llvm::all_of(op.getOperands(),
+                        [&](const Value *v) { return isZero(v); });
+  default:
+    return false;
+  }
+}
+
+/// A structural zero of `type` to stand for a result of `op`: a zero
+/// operand of that type, or a new `zeros_like` of the first value of that
+/// type in the function (a parameter if there is one; step 4 moves it to
+/// the cheapest value later). Null when no value of the type precedes
+/// `op`.
+Value *Simplifier::findZeroOfType(const Op &op, const TensorType &type) {
+  for (Value *v : op.getOperands())
+    if (isZero(v) && v->getType() == type)
+      return v;
+  auto it = firstOfType.find(type.str());
+  if (it == firstOfType.end() || it->second.first >= currentIndex)
+    return nullptr;
+  Value *anchor = rewriter.lookup(it->second.second);
+  if (isZero(anchor))
+    return anchor;
+  Value *zero = rewriter.create1(OpKind::ZerosLike, {anchor}, {}, op);
+  if (zero)
+    zeros.insert(zero);
+  return zero;
+}
+
+/// Replaces every result of `op` by a structural zero of its type. When
+/// some result has no zero to stand for it, `op` stays and its results are
+/// recorded as zeros, so that its users still simplify.
+bool Simplifier::replaceByZeros(Op &op) {
+  // Check first, so that no zeros_like is made for a rewrite that fails.
+  for (Value *r : op.getResults()) {
+    bool hasOperand = llvm::any_of(op.getOperands(), [&](const Value *v) {
+      return isZero(v) && v->getType() == r->getType();
+    });
+    auto it = firstOfType.find(r->getType().str());
+    if (!hasOperand &&
+        (it == firstOfType.end() || it->second.first >= currentIndex)) {
+      for (Value *result : op.getResults())
+        zeros.insert(result);
+      return false;
+    }
+  }
+  llvm::SmallVector<Value *, 2> values;
+  for (Value *r : op.getResults()) {
+    // The results of unstack and split share types: one zero serves all.
+    auto same = llvm::find_if(
+        values, [&](const Value *v) { return v->getType() == r->getType(); });
+    values.push_back(same != values.end() ? *same
+                                          : findZeroOfType(op, r->getType()));
+  }
+  return rewriter.replaceOp(op, values);
+}
+
+/// zeros_like(z) of a structural zero is z; otherwise it is a zero and
+/// may take its type from a cheaper value.
+bool Simplifier::simplifyZerosLike(Op &op) {
+  Value *x = op.getOperand(0);
+  if (isZero(x))
+    return replaceWith(op, x);
+  zeros.insert(op.getResult());
+  return reanchor(op);
+}
+
+/// zeros_like(x) and ones_like(x) read only the type of x. Pointing them
+/// at a parameter of that type, or else at the earliest value of that type
+/// in the chain that computes x, can leave the computation of x dead.
+bool Simplifier::reanchor(Op &op) {
+  Value *x = op.getOperand(0);
+  if (x->isParam())
+    return false;
+  const TensorType &type = x->getType();
+  Value *anchor = x;
+  auto param = llvm::find_if(
+      fn.getParams(), [&](const Value *p) { return p->getType() == type; });
+  if (param != fn.getParams().end()) {
+    anchor = *param;
+  } else {
+    while (const Op *def = anchor->getDefiningOp()) {
+      auto same = llvm::find_if(def->getOperands(), [&](const Value *v) {
+        return v->getType() == type;
+      });
+      if (same == def->getOperands().end())
+        break;
+      anchor = *same;
+    }
+  }
+  if (anchor == x)
+    return false;
+  op.setOperand(0, anchor);
+  rewriter.markChanged();
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Identities
+//===----------------------------------------------------------------------===//
+
+Value *Simplifier::broadcastTo(Value *v, const TensorType &type,
+                               const Op &like) {
+  if (v->getType() == type)
+    return v;
+  if (v->getType().dtype != type.dtype)
+    return nullptr;
+  std::optional<Shape> s = broadcastShapes(v->getType().shape, type.shape);
+  if (!s || *s != type.shape)
+    return nullptr;
+  AttrList attrs;
+  attrs.set("shape", type.shape);
+  return rewriter.create1(OpKind::BroadcastTo, {v}, std::move(attrs), like);
+}
+
+/// add(a, 0) = add(0, a) = a for a structural zero. For a float constant
+/// only -0.0 is exact: a + (-0.0) = a for every a, but -0.0 + (+0.0) is
+/// +0.0, so `a + 0.0` stays.
+bool Simplifier::simplifyAdd(Op &op) {
+  const TensorType &type = op.getResult()->getType();
+  for (unsigned i = 0; i < 2; ++i) {
+    Value *zero = op.getOperand(i), *other = op.getOperand(1 - i);
+    if (isZero(zero) || classifyConstantZero(zero) == ConstantZero::AllNegative)
+      return replaceWith(op, broadcastTo(other, type, op));
+  }
+  return false;
+}
+
+/// sub(a, 0) = a and sub(0, a) = neg(a) for a structural zero. For float
+/// constants: a - (+0.0) = a exactly, and (-0.0) - a = neg(a) exactly
+/// (-0.0 - (+0.0) = -0.0 = neg(+0.0)); the other signs are not exact.
+bool Simplifier::simplifySub(Op &op) {
+  const TensorType &type = op.getResult()->getType();
+  Value *x = op.getOperand(0), *y = op.getOperand(1);
+  if (isZero(y) || classifyConstantZero(y) == ConstantZero::AllPositive)
+    return replaceWith(op, broadcastTo(x, type, op));
+  if (isZero(x) || classifyConstantZero(x) == ConstantZero::AllNegative) {
+    // Check the broadcast before making the neg, so that a failed rewrite
+    // leaves nothing behind.
+    std::optional<Shape> s = broadcastShapes(y->getType().shape, type.shape);
+    if (!s || *s != type.shape)
+      return false;
+    Value *negated = rewriter.create1(OpKind::Neg, {y}, {}, op);
+    return negated && replaceWith(op, broadcastTo(negated, type, op));
+  }
+  return false;
+}
+
+/// x * 1 = 1 * x = x / 1 = x, exactly (NaN, infinities and -0.0 too).
+bool Simplifier::simplifyMulDiv(Op &op) {
+  const TensorType &type = op.getResult()->getType();
+  Value *x = op.getOperand(0), *y = op.getOperand(1);
+  if (isOne(y))
+    return replaceWith(op, broadcastTo(x, type, op));
+  if (op.getKind() == OpKind::Mul && isOne(x))
+    return replaceWith(op, broadcastTo(y, type, op));
+  return false;
+}
+
+/// stop_gradient stays: the function may be differentiated later (a
+/// `_grad` may be differentiated again). It goes only where no gradient
+/// could flow anyway: around a constant (which has no operands) and
+/// around another stop_gradient. A zero operand was handled before.
+bool Simplifier::simplifyStopGradient(Op &op) {
+  Value *x = op.getOperand(0);
+  if (isDefinedBy(x, OpKind::Constant) || plainDef(x, OpKind::StopGradient))
+    return replaceWith(op, x);
+  return false;
+}
+
+/// neg(neg(x)) = x exactly.
+bool Simplifier::simplifyNeg(Op &op) {
+  if (const Op *inner = plainDef(op.getOperand(0), OpKind::Neg))
+    return replaceWith(op, inner->getOperand(0));
+  return false;
+}
+
+/// transpose(x, identity) = x. transpose(transpose(x, p), q) is
+/// transpose(x, r) with r[i] = p[q[i]]: result axis i is axis q[i] of the
+/// inner result, which is axis p[q[i]] of x.
+bool Simplifier::simplifyTranspose(Op &op) {
+  const std::vector<int64_t> &outer = op.getAttrs().getInts("perm");
+  if (isIdentityPerm(outer))
+    return replaceWith(op, op.getOperand(0));
+  const Op *innerOp = plainDef(op.getOperand(0), OpKind::Transpose);
+  if (!innerOp)
+    return false;
+  const std::vector<int64_t> &inner = innerOp->getAttrs().getInts("perm");
+  std::vector<int64_t> composed;
+  for (int64_t q : outer)
+    composed.push_back(inner[q]);
+  Value *x = innerOp->getOperand(0);
+  if (isIdentityPerm(composed))
+    return replaceWith(op, x);
+  AttrList attrs;
+  attrs.set("perm", composed);
+  return replaceWith(
+      op, rewriter.create1(OpKind::Transpose, {x}, std::move(attrs), op));
+}
+
+/// reshape or broadcast_to to the operand's own type is the operand.
+/// reshape(reshape(x)) is one reshape (both keep row-major order);
+/// broadcast_to(broadcast_to(x)) is one broadcast_to. When the composed op
+/// would give x its own type back, it is x.
+bool Simplifier::simplifyReshapeOrBroadcast(Op &op) {
+  const TensorType &type = op.getResult()->getType();
+  if (op.getOperand(0)->getType() == type)
+    return replaceWith(op, op.getOperand(0));
+  const Op *inner = plainDef(op.getOperand(0), op.getKind());
+  if (!inner)
+    return false;
+  Value *x = inner->getOperand(0);
+  if (x->getType() == type)
+    return replaceWith(op, x);
+  AttrList attrs;
+  attrs.set("shape", type.shape);
+  return replaceWith(op,
+                     rewriter.create1(op.getKind(), {x}, std::move(attrs), op));
+}
+
+/// concat of one tensor, and split into one part, are that tensor.
+bool Simplifier::simplifySingleOperandList(Op &op) {
+  if (op.getNumOperands() != 1 || op.getNumResults() != 1)
+    return false;
+  return replaceWith(op, op.getOperand(0));
+}
+
+} // namespace
+
+bool gradc::runSimplify(Module &module, DiagnosticEngine &) {
+  for (const auto &fn : module.getFunctions()) {
+    Simplifier simplifier(*fn);
+    // Each walk sees operands already simplified; another walk is needed
+    // only for zeros_like anchors and for values named later in the
+    // function. Bounded so that a bug cannot loop forever.
+    for (unsigned round = 0; round < 32 && simplifier.runOnce(); ++round)
+      ;
+  }
+  return true;
+}

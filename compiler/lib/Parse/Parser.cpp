@@ -214,7 +214,9 @@ private:
     bool left = false;
   };
 
-  /// Counts recursion; ok() is false (after one report) beyond the cap.
+  /// Counts the nesting of groups, calls and unary operators, through
+  /// which every recursion of the expression parser passes; ok() is false
+  /// (after one report) beyond the cap.
   class NestingGuard {
   public:
     explicit NestingGuard(Parser &p) : p(p) {
@@ -532,8 +534,10 @@ bool Parser::parseResults(FnDecl &fn, SourceLoc &end) {
   });
   if (!ok)
     return false;
-  if (fn.results.empty() && is(TokenKind::RParen))
-    return errorExpected("type");
+  if (fn.results.empty() && is(TokenKind::RParen)) {
+    diags.report(tok().loc, diag::err_expected_type);
+    return false;
+  }
   return group.close(end);
 }
 
@@ -838,9 +842,6 @@ ParsedExpr Parser::makeBinary(BinaryOp op, SourceLoc opLoc, ParsedExpr lhs,
 //
 // Comparisons do not associate: `a < b < c` is an error.
 ParsedExpr Parser::parseExpr() {
-  NestingGuard guard(*this);
-  if (!guard.ok())
-    return ParsedExpr();
   ParsedExpr lhs = parseAdditive();
   if (!lhs)
     return lhs;

@@ -16,6 +16,7 @@
 #include "gradc/AD/ReverseMode.h"
 #include "gradc/IR/Builder.h"
 #include "gradc/IR/Interpreter.h"
+#include "gradc/IR/Verifier.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -108,6 +109,12 @@ struct Env {
   CollectingConsumer consumer;
   DiagnosticEngine diags{sm, consumer};
 };
+
+/// Differentiates `module` and checks that the result is valid IR.
+bool differentiateAndVerify(ir::Module &module, Env &env) {
+  return ad::differentiate(module, env.diags) &&
+         ir::verifyModule(module, env.diags, "differentiate");
+}
 
 //===----------------------------------------------------------------------===//
 // Running and finite differences
@@ -267,7 +274,7 @@ void checkOp(llvm::ArrayRef<TensorType> params, const Body &body,
                       return std::vector<Value *>(r.begin(), r.end());
                     });
   }
-  ASSERT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  ASSERT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
   ASSERT_TRUE(module.lookup("f_grad"));
   Rng rng(20240601);
   for (int i = 0; i < points.count; ++i) {
@@ -283,7 +290,7 @@ std::vector<Tensor> gradientAt(llvm::ArrayRef<TensorType> params,
   Env env;
   ir::Module module;
   addFunction(module, "f", params, body);
-  EXPECT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  EXPECT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
   return run(module, "f_grad", args);
 }
 
@@ -662,7 +669,7 @@ TEST(GradCheck, CallsAreInlined) {
         Value *c = b.call("h", {p[0], b.neg(p[1])}, {f64({2, 3})})[0];
         return std::vector<Value *>{b.create1(OpKind::Sum, {b.mul(a, c)})};
       });
-  ASSERT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  ASSERT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
   const ir::Function *grad = module.lookup("f_grad");
   ASSERT_TRUE(grad);
   for (const auto &op : grad->getOps())
@@ -696,7 +703,7 @@ TEST(GradCheck, UnreachedParametersGetZeros) {
                 return std::vector<Value *>{
                     b.create1(OpKind::Sum, {b.unary(OpKind::Sin, p[0])})};
               });
-  ASSERT_TRUE(ad::differentiate(module, env.diags));
+  ASSERT_TRUE(differentiateAndVerify(module, env));
   const ir::Function *grad = module.lookup("f_grad");
   ASSERT_TRUE(grad);
   // The signature: the parameters, and no cotangent for a scalar result.
@@ -723,7 +730,7 @@ TEST(GradCheck, SignatureWithCotangentsAndTuples) {
                 return std::vector<Value *>{b.mul(p[0], p[1]),
                                             b.create1(OpKind::Sum, {p[0]})};
               });
-  ASSERT_TRUE(ad::differentiate(module, env.diags));
+  ASSERT_TRUE(differentiateAndVerify(module, env));
   const ir::Function *grad = module.lookup("f_grad");
   ASSERT_TRUE(grad);
   EXPECT_EQ(grad->getRole(), ir::Function::Role::Grad);
@@ -774,7 +781,7 @@ TEST(GradCheck, OverrideRuleIsUsedAndInlined) {
             ruleAttr("first_only.1", "override");
         return std::vector<Value *>{y};
       });
-  ASSERT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  ASSERT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
   const ir::Function *grad = module.lookup("synth_grad");
   ASSERT_TRUE(grad);
   for (const auto &op : grad->getOps())
@@ -815,7 +822,7 @@ TEST(GradCheck, CustomGradCallIsOnePrimitive) {
                 Value *scaled = b.mul(b.scalar(DType::F64, 3.0), h[0]);
                 return std::vector<Value *>{b.create1(OpKind::Sum, {scaled})};
               });
-  ASSERT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  ASSERT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
   auto model = run(module, "model_grad", {makeTensor(f64({2}), {3, -5})});
   ASSERT_EQ(model.size(), 1u);
   EXPECT_EQ(model[0].data, (std::vector<double>{0.1, 0.1}));
@@ -837,7 +844,7 @@ TEST(GradCheck, UnusedRuleInstancesAreRemoved) {
             return std::vector<Value *>{p[2]};
           });
   addFunction(module, "f", {f64({2})}, opAll(OpKind::Sin));
-  ASSERT_TRUE(ad::differentiate(module, env.diags));
+  ASSERT_TRUE(differentiateAndVerify(module, env));
   EXPECT_FALSE(module.lookup("orphan.1"));
 }
 
@@ -857,7 +864,7 @@ TEST(GradCheck, GradientsOfGradientsComeInOrder) {
       module, "f", {f64({3})}, [](Builder &b, llvm::ArrayRef<Value *> p) {
         return std::vector<Value *>{b.mul(b.unary(OpKind::Sin, p[0]), p[0])};
       });
-  ASSERT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  ASSERT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
   Rng rng(3);
   checkGradientAt(module, *f, randomArgs(*f, rng, {}), rng);
   checkGradientAt(module, *g, randomArgs(*g, rng, {}), rng);

@@ -258,8 +258,14 @@ private:
                        llvm::ArrayRef<llvm::Value *> args);
   llvm::Value *intOp(OpKind kind, llvm::ArrayRef<llvm::Value *> args);
   llvm::Value *callUnary(llvm::Intrinsic::ID id, llvm::Value *x);
-  llvm::Value *callLibm(llvm::StringRef f32Name, llvm::Value *x);
+  llvm::Value *callLibm(llvm::StringRef name, llvm::Value *x);
+  /// f32 values are accumulated, and passed to libm, in double.
+  llvm::Type *wideType(DType t);
+  llvm::Value *widen(DType t, llvm::Value *v);
+  llvm::Value *narrow(DType t, llvm::Value *v);
   llvm::Value *isFinite(llvm::Value *x);
+  llvm::Value *maximumOf(llvm::Value *a, llvm::Value *c);
+  llvm::Value *minimumOf(llvm::Value *a, llvm::Value *c);
   llvm::Value *maxOf(DType t, llvm::Value *a, llvm::Value *x);
 
   // Ops.
@@ -268,6 +274,9 @@ private:
   void lowerConstant(const ir::Op &op);
   void lowerReduce(const ir::Op &op);
   void lowerLogSumExp(const ir::Op &op);
+  llvm::Value *logSumExp(
+      DType t, llvm::ArrayRef<llvm::Value *> extents,
+      llvm::function_ref<llvm::Value *(llvm::ArrayRef<llvm::Value *>)> load);
   void lowerSoftmax(const ir::Op &op);
   void lowerMatMul(const ir::Op &op);
   void lowerTranspose(const ir::Op &op);
@@ -670,18 +679,21 @@ llvm::Value *FunctionLowering::callUnary(llvm::Intrinsic::ID id,
   return b.CreateUnaryIntrinsic(id, x);
 }
 
-/// A libm function without an LLVM intrinsic: `tanhf` for float,
-/// `tanh` for double.
-llvm::Value *FunctionLowering::callLibm(llvm::StringRef f32Name,
-                                        llvm::Value *x) {
-  llvm::StringRef name = f32Name;
-  std::string f64Name;
-  if (x->getType()->isDoubleTy()) {
-    f64Name = f32Name.drop_back().str();
-    name = f64Name;
-  }
-  llvm::CallInst *call = b.CreateCall(ml.getLibm(name, x->getType()), {x});
-  return call;
+/// A double libm function without an LLVM intrinsic (`tanh`, `log1p`).
+llvm::Value *FunctionLowering::callLibm(llvm::StringRef name, llvm::Value *x) {
+  return b.CreateCall(ml.getLibm(name, x->getType()), {x});
+}
+
+llvm::Type *FunctionLowering::wideType(DType t) {
+  return t == DType::F32 ? b.getDoubleTy() : elementType(t);
+}
+
+llvm::Value *FunctionLowering::widen(DType t, llvm::Value *v) {
+  return t == DType::F32 ? b.CreateFPExt(v, b.getDoubleTy()) : v;
+}
+
+llvm::Value *FunctionLowering::narrow(DType t, llvm::Value *v) {
+  return t == DType::F32 ? b.CreateFPTrunc(v, b.getFloatTy()) : v;
 }
 
 /// |x| < inf (false for NaN).
@@ -690,14 +702,27 @@ llvm::Value *FunctionLowering::isFinite(llvm::Value *x) {
                          llvm::ConstantFP::getInfinity(x->getType()));
 }
 
+/// NaN if either is NaN, else std::max(a, b) (a < b ? b : a), as NumPy's
+/// maximum and the interpreter.
+llvm::Value *FunctionLowering::maximumOf(llvm::Value *a, llvm::Value *c) {
+  llvm::Value *m = b.CreateSelect(b.CreateFCmpOLT(a, c), c, a);
+  return b.CreateSelect(b.CreateFCmpUNO(a, c),
+                        llvm::ConstantFP::getNaN(a->getType()), m);
+}
+
+/// NaN if either is NaN, else std::min(a, b) (b < a ? b : a).
+llvm::Value *FunctionLowering::minimumOf(llvm::Value *a, llvm::Value *c) {
+  llvm::Value *m = b.CreateSelect(b.CreateFCmpOLT(c, a), c, a);
+  return b.CreateSelect(b.CreateFCmpUNO(a, c),
+                        llvm::ConstantFP::getNaN(a->getType()), m);
+}
+
 /// The running maximum of a reduction: NaN wins, as in NumPy.
 llvm::Value *FunctionLowering::maxOf(DType t, llvm::Value *acc,
                                      llvm::Value *x) {
   if (!isFloat(t))
     return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, acc, x);
-  llvm::Value *takeX =
-      b.CreateOr(b.CreateFCmpOGT(x, acc), b.CreateFCmpUNO(x, x));
-  return b.CreateSelect(takeX, x, acc);
+  return maximumOf(acc, x);
 }
 
 llvm::Value *FunctionLowering::scalarOp(const ir::Op &op,
@@ -746,7 +771,10 @@ llvm::Value *FunctionLowering::scalarOp(const ir::Op &op,
   return intOp(op.getKind(), args);
 }
 
-/// Float elementwise ops, as the reference interpreter computes them.
+/// Float elementwise ops with the interpreter's arithmetic: + - * /, sqrt
+/// and comparisons are exact in float, so they run in float; every other
+/// function of an f32 runs in double (the same libm functions that the
+/// interpreter calls) and rounds once, so both backends agree bit for bit.
 llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
                                        llvm::ArrayRef<llvm::Value *> args) {
   llvm::Value *x = args[0];
@@ -754,10 +782,6 @@ llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
   switch (kind) {
   case OpKind::Neg:
     return b.CreateFNeg(x);
-  case OpKind::Exp:
-    return callUnary(llvm::Intrinsic::exp, x);
-  case OpKind::Log:
-    return callUnary(llvm::Intrinsic::log, x);
   case OpKind::Sqrt:
     return callUnary(llvm::Intrinsic::sqrt, x);
   case OpKind::Abs:
@@ -769,27 +793,10 @@ llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
         b.CreateSelect(b.CreateFCmpOLT(x, zero), constantElement(t, -1), zero));
     return b.CreateSelect(b.CreateFCmpUNO(x, x), x, s);
   }
-  case OpKind::Sin:
-    return callUnary(llvm::Intrinsic::sin, x);
-  case OpKind::Cos:
-    return callUnary(llvm::Intrinsic::cos, x);
-  case OpKind::Tanh:
-    return callLibm("tanhf", x);
-  case OpKind::Sigmoid:
-    // 1 / (1 + e^-x): e^-x overflows to inf for very negative x, giving 0.
-    return b.CreateFDiv(one, b.CreateFAdd(one, callUnary(llvm::Intrinsic::exp,
-                                                         b.CreateFNeg(x))));
   case OpKind::Relu:
-    // max(x, 0); NaN stays NaN.
-    return b.CreateSelect(b.CreateFCmpOLT(x, zero), zero, x);
-  case OpKind::Softplus: {
-    // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): never overflows.
-    llvm::Value *pos = b.CreateSelect(b.CreateFCmpOGT(x, zero), x, zero);
-    llvm::Value *e =
-        callUnary(llvm::Intrinsic::exp,
-                  b.CreateFNeg(callUnary(llvm::Intrinsic::fabs, x)));
-    return b.CreateFAdd(pos, callLibm("log1pf", e));
-  }
+    // x > 0 ? x : 0 (so relu(-0) is +0); NaN stays NaN.
+    return b.CreateSelect(
+        b.CreateOr(b.CreateFCmpOGT(x, zero), b.CreateFCmpUNO(x, x)), x, zero);
   case OpKind::Square:
     return b.CreateFMul(x, x);
   case OpKind::Add:
@@ -800,19 +807,63 @@ llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
     return b.CreateFMul(x, args[1]);
   case OpKind::Div:
     return b.CreateFDiv(x, args[1]);
-  case OpKind::Pow:
-    return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, args[1]);
   case OpKind::Maximum:
-    return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, args[1]);
+    return maximumOf(x, args[1]);
   case OpKind::Minimum:
-    return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, args[1]);
+    return minimumOf(x, args[1]);
   case OpKind::Clip:
-    return b.CreateBinaryIntrinsic(
-        llvm::Intrinsic::minimum,
-        b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, args[1]), args[2]);
+    return minimumOf(maximumOf(x, args[1]), args[2]);
+  default:
+    break;
+  }
+  llvm::Value *w = widen(t, x);
+  llvm::Value *wideZero = llvm::ConstantFP::get(w->getType(), 0.0);
+  llvm::Value *wideOne = llvm::ConstantFP::get(w->getType(), 1.0);
+  llvm::Value *r = nullptr;
+  switch (kind) {
+  case OpKind::Exp:
+    r = callUnary(llvm::Intrinsic::exp, w);
+    break;
+  case OpKind::Log:
+    r = callUnary(llvm::Intrinsic::log, w);
+    break;
+  case OpKind::Sin:
+    r = callUnary(llvm::Intrinsic::sin, w);
+    break;
+  case OpKind::Cos:
+    r = callUnary(llvm::Intrinsic::cos, w);
+    break;
+  case OpKind::Tanh:
+    r = callLibm("tanh", w);
+    break;
+  case OpKind::Sigmoid: {
+    // With e = e^-|x|: 1 / (1 + e) for x >= 0 and e / (1 + e) otherwise;
+    // never exponentiates a large positive number.
+    llvm::Value *e =
+        callUnary(llvm::Intrinsic::exp,
+                  b.CreateFNeg(callUnary(llvm::Intrinsic::fabs, w)));
+    llvm::Value *d = b.CreateFAdd(wideOne, e);
+    r = b.CreateSelect(b.CreateFCmpOGE(w, wideZero), b.CreateFDiv(wideOne, d),
+                       b.CreateFDiv(e, d));
+    break;
+  }
+  case OpKind::Softplus: {
+    // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): never overflows.
+    llvm::Value *pos =
+        b.CreateSelect(b.CreateFCmpOLT(w, wideZero), wideZero, w);
+    llvm::Value *e =
+        callUnary(llvm::Intrinsic::exp,
+                  b.CreateFNeg(callUnary(llvm::Intrinsic::fabs, w)));
+    r = b.CreateFAdd(pos, callLibm("log1p", e));
+    break;
+  }
+  case OpKind::Pow:
+    r = b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, w, widen(t, args[1]));
+    break;
   default:
     llvm_unreachable("not a float elementwise op");
   }
+  return narrow(t, r);
 }
 
 /// i32 elementwise ops: two's complement wrapping, truncating division.
@@ -979,9 +1030,11 @@ void FunctionLowering::lowerConstant(const ir::Op &op) {
 }
 
 /// sum, mean, max: one pass over the operand in row-major order, each
-/// element combined into the accumulator of its output position. The
-/// order of additions is the interpreter's; when the last axis is kept,
-/// the inner loop runs over independent accumulators and vectorises.
+/// element combined into the accumulator of its output position, so every
+/// output adds its inputs in increasing flat index (the interpreter's
+/// order). f32 sums accumulate in double and round once at the end. When
+/// the last axis is kept, the inner loop runs over independent
+/// accumulators and vectorises.
 void FunctionLowering::lowerReduce(const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const ir::Value *result = op.getResult();
@@ -989,40 +1042,45 @@ void FunctionLowering::lowerReduce(const ir::Op &op) {
   DType t = result->getType().dtype;
   const std::vector<int64_t> &axes = op.getAttrs().getInts("axis");
   OpKind kind = op.getKind();
+  bool isMax = kind == OpKind::Max;
+  // Maxima are exact in the element type; sums of f32 accumulate in double.
+  DType accType = isMax || t != DType::F32 ? t : DType::F64;
+  llvm::Type *accTy = elementType(accType);
 
   llvm::Value *init =
-      kind == OpKind::Max
-          ? (isFloat(t) ? llvm::ConstantFP::getInfinity(elementType(t), true)
-                        : b.getInt32(std::numeric_limits<int32_t>::min()))
-          : constantElement(t, 0);
+      isMax ? (isFloat(t) ? llvm::ConstantFP::getInfinity(accTy, true)
+                          : b.getInt32(std::numeric_limits<int32_t>::min()))
+            : constantElement(accType, 0);
   auto combine = [&](llvm::Value *acc, llvm::Value *v) -> llvm::Value * {
-    if (kind == OpKind::Max)
+    if (isMax)
       return maxOf(t, acc, v);
-    return isFloat(t) ? b.CreateFAdd(acc, v) : b.CreateAdd(acc, v);
+    if (!isFloat(t))
+      return b.CreateAdd(acc, v);
+    return b.CreateFAdd(acc, accType == t ? v : widen(t, v));
   };
   // The number of elements each output position combines, for mean.
   llvm::SmallVector<llvm::Value *, 4> xDims = dims(xType);
   llvm::Value *count = i64(1);
   for (int64_t a : axes)
     count = b.CreateNUWMul(count, xDims[a]);
-  auto finish = [&](llvm::Value *sum) -> llvm::Value * {
-    if (kind != OpKind::Mean)
-      return sum;
-    return b.CreateFDiv(sum, b.CreateSIToFP(count, elementType(t)));
+  auto finish = [&](llvm::Value *acc) -> llvm::Value * {
+    if (kind == OpKind::Mean)
+      acc = b.CreateFDiv(acc, b.CreateSIToFP(count, accTy));
+    return accType == t ? acc : narrow(t, acc);
   };
 
   if (result->getType().isScalar()) {
     if (xType.isScalar()) {
-      setScalar(result, finish(scalarOf(x)));
+      setScalar(result, finish(combine(init, scalarOf(x))));
       return;
     }
     // Every axis: one accumulator in a stack slot (promoted to a register).
     llvm::IRBuilder<> ab(allocaBlock->getTerminator());
-    llvm::AllocaInst *acc = ab.CreateAlloca(elementType(t), nullptr, "acc");
+    llvm::AllocaInst *acc = ab.CreateAlloca(accTy, nullptr, "acc");
     b.CreateStore(init, acc);
     auto step = [&](const Index &idx) {
       llvm::Value *v = elementOf(x, idx);
-      b.CreateStore(combine(b.CreateLoad(elementType(t), acc), v), acc);
+      b.CreateStore(combine(b.CreateLoad(accTy, acc), v), acc);
     };
     bool flat = !inlined.contains(x) || isFlat(*x->getDefiningOp());
     if (flat) {
@@ -1038,13 +1096,16 @@ void FunctionLowering::lowerReduce(const ir::Op &op) {
         step(idx);
       });
     }
-    setScalar(result, finish(b.CreateLoad(elementType(t), acc, "sum")));
+    setScalar(result, finish(b.CreateLoad(accTy, acc, "sum")));
     return;
   }
 
   llvm::Value *out = resultBuffer(result);
+  TensorType accTensor(accType, result->getType().shape);
+  llvm::Value *accMem = accType == t ? out : allocTemp(accTensor, "acc");
   llvm::Value *n = numElements(result->getType());
-  forLoop(n, "i", [&](llvm::Value *i) { storeElement(t, init, out, i); });
+  forLoop(n, "i",
+          [&](llvm::Value *i) { storeElement(accType, init, accMem, i); });
   llvm::SmallVector<llvm::Value *, 4> keptDims;
   for (unsigned i = 0; i < xType.getRank(); ++i)
     if (!llvm::is_contained(axes, int64_t(i)))
@@ -1058,33 +1119,68 @@ void FunctionLowering::lowerReduce(const ir::Op &op) {
     Index idx;
     idx.multi.assign(multi.begin(), multi.end());
     llvm::Value *v = elementOf(x, idx);
-    storeElement(t, combine(loadElement(t, out, o), v), out, o);
+    storeElement(accType, combine(loadElement(accType, accMem, o), v), accMem,
+                 o);
   });
-  if (kind == OpKind::Mean)
+  if (kind == OpKind::Mean || accMem != out)
     forLoop(n, "i", [&](llvm::Value *i) {
-      storeElement(t, finish(loadElement(t, out, i)), out, i);
+      storeElement(t, finish(loadElement(accType, accMem, i)), out, i);
     });
   setMemory(result, out);
 }
 
-/// logsumexp over axes, stably: m = max x; r = m + ln(sum e^(x - m)). A
-/// non-finite m (all -inf, or an inf) shifts by 0 instead, so that all
-/// -inf gives -inf and +inf gives +inf rather than NaN.
+/// The stable logsumexp of one group of elements, computed in the wide
+/// type: m = max x; m + ln(sum e^(x - m)), or m itself when m is not
+/// finite (all -inf, an inf or a NaN). `load(k)` reads element k of the
+/// group (widened), for k < `count` given as nested extents.
+llvm::Value *FunctionLowering::logSumExp(
+    DType t, llvm::ArrayRef<llvm::Value *> extents,
+    llvm::function_ref<llvm::Value *(llvm::ArrayRef<llvm::Value *>)> load) {
+  llvm::Type *wide = wideType(t);
+  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+  llvm::AllocaInst *acc = ab.CreateAlloca(wide, nullptr, "acc");
+  b.CreateStore(llvm::ConstantFP::getInfinity(wide, true), acc);
+  forNest(extents, [&](llvm::ArrayRef<llvm::Value *> k) {
+    b.CreateStore(maximumOf(b.CreateLoad(wide, acc), load(k)), acc);
+  });
+  llvm::Value *m = b.CreateLoad(wide, acc, "max");
+  // e^(x - m) only matters for a finite m; subtracting 0 otherwise keeps
+  // the loop free of NaN and branches.
+  llvm::Value *finite = isFinite(m);
+  llvm::Value *shift =
+      b.CreateSelect(finite, m, llvm::ConstantFP::get(wide, 0.0));
+  b.CreateStore(llvm::ConstantFP::get(wide, 0.0), acc);
+  forNest(extents, [&](llvm::ArrayRef<llvm::Value *> k) {
+    llvm::Value *e =
+        callUnary(llvm::Intrinsic::exp, b.CreateFSub(load(k), shift));
+    b.CreateStore(b.CreateFAdd(b.CreateLoad(wide, acc), e), acc);
+  });
+  llvm::Value *s = b.CreateLoad(wide, acc, "sum");
+  return b.CreateSelect(
+      finite, b.CreateFAdd(m, callUnary(llvm::Intrinsic::log, s)), m, "lse");
+}
+
+/// logsumexp over axes: the loops run over the kept axes, and for each
+/// output position over the reduced axes (twice: max, then the sum).
 void FunctionLowering::lowerLogSumExp(const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const ir::Value *result = op.getResult();
   const TensorType &xType = x->getType();
   DType t = result->getType().dtype;
-  llvm::Type *elt = elementType(t);
   const std::vector<int64_t> &axes = op.getAttrs().getInts("axis");
   if (xType.isScalar()) {
-    setScalar(result, scalarOf(x));
+    llvm::Value *v = widen(t, scalarOf(x));
+    llvm::Value *r = b.CreateSelect(
+        isFinite(v),
+        b.CreateFAdd(
+            v, callUnary(llvm::Intrinsic::log,
+                         callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, v)))),
+        v);
+    setScalar(result, narrow(t, r));
     return;
   }
   llvm::Value *xMem = memoryOf(x);
   llvm::SmallVector<llvm::Value *, 4> xDims = dims(xType);
-  // Reorder the loops as [kept axes..., reduced axes...]: the reduced
-  // part is an inner nest for each output position.
   llvm::SmallVector<unsigned, 4> kept, reduced;
   for (unsigned i = 0; i < xType.getRank(); ++i)
     (llvm::is_contained(axes, int64_t(i)) ? reduced : kept).push_back(i);
@@ -1096,35 +1192,17 @@ void FunctionLowering::lowerLogSumExp(const ir::Op &op) {
 
   bool scalarResult = result->getType().isScalar();
   llvm::Value *out = scalarResult ? nullptr : resultBuffer(result);
-  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
-  llvm::AllocaInst *acc = ab.CreateAlloca(elt, nullptr, "acc");
   llvm::Value *scalar = nullptr;
   forNest(keptDims, [&](llvm::ArrayRef<llvm::Value *> keptIdx) {
-    auto offsetOf = [&](llvm::ArrayRef<llvm::Value *> reducedIdx) {
+    auto load = [&](llvm::ArrayRef<llvm::Value *> reducedIdx) {
       llvm::SmallVector<llvm::Value *, 4> full(xType.getRank());
       for (auto [k, i] : llvm::enumerate(kept))
         full[i] = keptIdx[k];
       for (auto [k, i] : llvm::enumerate(reduced))
         full[i] = reducedIdx[k];
-      return linearIndex(xDims, full);
+      return widen(t, loadElement(t, xMem, linearIndex(xDims, full)));
     };
-    b.CreateStore(llvm::ConstantFP::getInfinity(elt, true), acc);
-    forNest(reducedDims, [&](llvm::ArrayRef<llvm::Value *> r) {
-      llvm::Value *v = loadElement(t, xMem, offsetOf(r));
-      b.CreateStore(maxOf(t, b.CreateLoad(elt, acc), v), acc);
-    });
-    llvm::Value *m = b.CreateLoad(elt, acc, "max");
-    llvm::Value *shift =
-        b.CreateSelect(isFinite(m), m, llvm::ConstantFP::get(elt, 0.0));
-    b.CreateStore(llvm::ConstantFP::get(elt, 0.0), acc);
-    forNest(reducedDims, [&](llvm::ArrayRef<llvm::Value *> r) {
-      llvm::Value *v = loadElement(t, xMem, offsetOf(r));
-      llvm::Value *e = callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, shift));
-      b.CreateStore(b.CreateFAdd(b.CreateLoad(elt, acc), e), acc);
-    });
-    llvm::Value *s = b.CreateLoad(elt, acc, "sum");
-    llvm::Value *r =
-        b.CreateFAdd(shift, callUnary(llvm::Intrinsic::log, s), "lse");
+    llvm::Value *r = narrow(t, logSumExp(t, reducedDims, load));
     if (scalarResult)
       scalar = r;
     else
@@ -1136,21 +1214,21 @@ void FunctionLowering::lowerLogSumExp(const ir::Op &op) {
     setMemory(result, out);
 }
 
-/// softmax and log_softmax along one axis. For each position outside the
-/// axis: m = max, s = sum e^(x - m); softmax = e^(x - m) / s and
-/// log_softmax = (x - m) - ln s (shifting by 0 when m is not finite).
+/// softmax and log_softmax along one axis, in the wide type, for each
+/// position outside the axis: m = max, s = sum e^(x - m) in order;
+/// softmax = e^(x - m) / s and log_softmax = x - m - ln s.
 void FunctionLowering::lowerSoftmax(const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const ir::Value *result = op.getResult();
   DType t = result->getType().dtype;
-  llvm::Type *elt = elementType(t);
+  llvm::Type *wide = wideType(t);
   bool isLog = op.getKind() == OpKind::LogSoftmax;
   unsigned axis = op.getAttrs().getInt("axis");
   llvm::Value *xMem = memoryOf(x);
   llvm::Value *out = resultBuffer(result);
   AxisSplit s = splitAt(x->getType(), axis);
   llvm::IRBuilder<> ab(allocaBlock->getTerminator());
-  llvm::AllocaInst *acc = ab.CreateAlloca(elt, nullptr, "acc");
+  llvm::AllocaInst *acc = ab.CreateAlloca(wide, nullptr, "acc");
   forLoop(s.outer, "o", [&](llvm::Value *o) {
     forLoop(s.inner, "n", [&](llvm::Value *n) {
       // x[o, k, n] = xMem[(o * extent + k) * inner + n]
@@ -1160,31 +1238,29 @@ void FunctionLowering::lowerSoftmax(const ir::Op &op) {
                            s.inner),
             n);
       };
-      b.CreateStore(llvm::ConstantFP::getInfinity(elt, true), acc);
+      auto load = [&](llvm::Value *k) {
+        return widen(t, loadElement(t, xMem, offsetOf(k)));
+      };
+      b.CreateStore(llvm::ConstantFP::getInfinity(wide, true), acc);
       forLoop(s.extent, "k", [&](llvm::Value *k) {
-        llvm::Value *v = loadElement(t, xMem, offsetOf(k));
-        b.CreateStore(maxOf(t, b.CreateLoad(elt, acc), v), acc);
+        b.CreateStore(maximumOf(b.CreateLoad(wide, acc), load(k)), acc);
       });
-      llvm::Value *m = b.CreateLoad(elt, acc, "max");
-      llvm::Value *shift =
-          b.CreateSelect(isFinite(m), m, llvm::ConstantFP::get(elt, 0.0));
-      b.CreateStore(llvm::ConstantFP::get(elt, 0.0), acc);
+      llvm::Value *m = b.CreateLoad(wide, acc, "max");
+      b.CreateStore(llvm::ConstantFP::get(wide, 0.0), acc);
       forLoop(s.extent, "k", [&](llvm::Value *k) {
-        llvm::Value *v = loadElement(t, xMem, offsetOf(k));
         llvm::Value *e =
-            callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, shift));
-        b.CreateStore(b.CreateFAdd(b.CreateLoad(elt, acc), e), acc);
+            callUnary(llvm::Intrinsic::exp, b.CreateFSub(load(k), m));
+        b.CreateStore(b.CreateFAdd(b.CreateLoad(wide, acc), e), acc);
       });
-      llvm::Value *sum = b.CreateLoad(elt, acc, "sum");
+      llvm::Value *sum = b.CreateLoad(wide, acc, "sum");
       llvm::Value *logSum =
           isLog ? callUnary(llvm::Intrinsic::log, sum) : nullptr;
       forLoop(s.extent, "k", [&](llvm::Value *k) {
-        llvm::Value *offset = offsetOf(k);
-        llvm::Value *d = b.CreateFSub(loadElement(t, xMem, offset), shift);
+        llvm::Value *d = b.CreateFSub(load(k), m);
         llvm::Value *y =
             isLog ? b.CreateFSub(d, logSum)
                   : b.CreateFDiv(callUnary(llvm::Intrinsic::exp, d), sum);
-        storeElement(t, y, out, offset);
+        storeElement(t, narrow(t, y), out, offsetOf(k));
       });
     });
   });
@@ -1193,9 +1269,12 @@ void FunctionLowering::lowerSoftmax(const ir::Op &op) {
 
 /// NumPy matmul: a vector operand is promoted to a matrix ([K] -> [1, K]
 /// on the left, [K, 1] on the right) and batch axes broadcast. Each
-/// matrix product runs i, k, j: c[i, j] += a[i, k] * b[k, j] with k in
-/// order (the interpreter's order of additions) and the j loop, over
-/// contiguous rows of b and c, vectorised.
+/// matrix product runs i, k, j: acc[j] += a[i, k] * b[k, j] with k in
+/// increasing order (the interpreter's order of additions), and the j
+/// loop, over contiguous rows of b and of the accumulator row, vectorises.
+/// f32 products and sums are computed in double (a product of two floats
+/// is exact in double) and rounded once, as the interpreter does; other
+/// types accumulate straight into the result.
 void FunctionLowering::lowerMatMul(const ir::Op &op) {
   const ir::Value *a = op.getOperand(0), *bv = op.getOperand(1);
   const ir::Value *result = op.getResult();
@@ -1217,7 +1296,16 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
 
   llvm::Value *aMem = memoryOf(a), *bMem = memoryOf(bv);
   llvm::Value *out = resultBuffer(result);
-  llvm::Value *zero = constantElement(t, 0);
+  // The accumulator row: a separate row of doubles for f32, else the
+  // result row itself.
+  bool wideAcc = t == DType::F32;
+  DType accType = wideAcc ? DType::F64 : t;
+  llvm::Value *accRow = nullptr;
+  if (wideAcc) {
+    Shape row;
+    row.push_back(bType.getRank() == 1 ? Dim::known(1) : bType.shape.back());
+    accRow = allocTemp(TensorType(DType::F64, row), "acc");
+  }
   llvm::Value *mk = b.CreateNUWMul(m, k), *kn = b.CreateNUWMul(k, n);
   llvm::Value *mn = b.CreateNUWMul(m, n);
   // The linear batch index of an operand: broadcast axes read index 0.
@@ -1234,23 +1322,32 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
         b.CreateNUWMul(linearIndex(dims(TensorType(t, cBatch)), bi), mn);
     forLoop(m, "i", [&](llvm::Value *i) {
       llvm::Value *cRow = b.CreateNUWAdd(cOff, b.CreateNUWMul(i, n));
+      llvm::Value *acc = wideAcc ? accRow : elementPtr(t, out, cRow);
       forLoop(n, "j", [&](llvm::Value *j) {
-        storeElement(t, zero, out, b.CreateNUWAdd(cRow, j));
+        storeElement(accType, constantElement(accType, 0), acc, j);
       });
       forLoop(k, "k", [&](llvm::Value *kk) {
-        llvm::Value *aik = loadElement(
-            t, aMem,
-            b.CreateNUWAdd(aOff, b.CreateNUWAdd(b.CreateNUWMul(i, k), kk)));
+        llvm::Value *aik = widen(
+            t,
+            loadElement(t, aMem,
+                        b.CreateNUWAdd(
+                            aOff, b.CreateNUWAdd(b.CreateNUWMul(i, k), kk))));
         llvm::Value *bRow = b.CreateNUWAdd(bOff, b.CreateNUWMul(kk, n));
         forLoop(n, "j", [&](llvm::Value *j) {
-          llvm::Value *bkj = loadElement(t, bMem, b.CreateNUWAdd(bRow, j));
-          llvm::Value *c = elementPtr(t, out, b.CreateNUWAdd(cRow, j));
-          llvm::Value *old = b.CreateLoad(elementType(t), c);
+          llvm::Value *bkj =
+              widen(t, loadElement(t, bMem, b.CreateNUWAdd(bRow, j)));
+          llvm::Value *c = elementPtr(accType, acc, j);
+          llvm::Value *old = b.CreateLoad(elementType(accType), c);
           llvm::Value *sum = isF ? b.CreateFAdd(old, b.CreateFMul(aik, bkj))
                                  : b.CreateAdd(old, b.CreateMul(aik, bkj));
           b.CreateStore(sum, c);
         });
       });
+      if (wideAcc)
+        forLoop(n, "j", [&](llvm::Value *j) {
+          storeElement(t, narrow(t, loadElement(accType, accRow, j)), out,
+                       b.CreateNUWAdd(cRow, j));
+        });
     });
   });
   setMemory(result, out);
@@ -1365,8 +1462,9 @@ void FunctionLowering::lowerConcat(const ir::Op &op) {
   setMemory(result, out);
 }
 
-/// one_hot: row p is 1 at indices[p] and 0 elsewhere. An index outside
-/// [0, depth) returns GRADC_ERROR_INDEX.
+/// one_hot: row p is 1 at indices[p] and 0 elsewhere; an index outside
+/// [0, depth) gives a row of zeros (as TensorFlow's one_hot and the
+/// interpreter).
 void FunctionLowering::lowerOneHot(const ir::Op &op) {
   const ir::Value *indices = op.getOperand(0);
   const ir::Value *result = op.getResult();
@@ -1375,9 +1473,6 @@ void FunctionLowering::lowerOneHot(const ir::Op &op) {
   llvm::Value *out = resultBuffer(result);
   auto row = [&](llvm::Value *p, llvm::Value *label) {
     llvm::Value *label64 = b.CreateSExt(label, b.getInt64Ty());
-    failIf(b.CreateOr(b.CreateICmpSLT(label64, i64(0)),
-                      b.CreateICmpSGE(label64, depth)),
-           StatusIndex);
     llvm::Value *rowStart = b.CreateNUWMul(p, depth);
     forLoop(depth, "j", [&](llvm::Value *j) {
       llvm::Value *v =
@@ -1396,14 +1491,13 @@ void FunctionLowering::lowerOneHot(const ir::Op &op) {
   setMemory(result, out);
 }
 
-/// softmax_cross_entropy: per row, logsumexp(logits) - logits[label],
-/// computed as (m + ln sum e^(x - m)) - x[label]. A label outside
-/// [0, classes) returns GRADC_ERROR_INDEX.
+/// softmax_cross_entropy: per row, logsumexp(logits) - logits[label] in
+/// the wide type, rounded once. A label outside [0, classes) returns
+/// GRADC_ERROR_INDEX.
 void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
   const ir::Value *logits = op.getOperand(0), *labels = op.getOperand(1);
   const ir::Value *result = op.getResult();
   DType t = result->getType().dtype;
-  llvm::Type *elt = elementType(t);
   llvm::SmallVector<llvm::Value *, 4> lDims = dims(logits->getType());
   llvm::Value *classes = lDims.back();
   llvm::Value *rows = product(llvm::ArrayRef(lDims).drop_back());
@@ -1411,8 +1505,6 @@ void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
   bool scalarResult = result->getType().isScalar();
   llvm::Value *labelMem = scalarResult ? nullptr : memoryOf(labels);
   llvm::Value *out = scalarResult ? nullptr : resultBuffer(result);
-  llvm::IRBuilder<> ab(allocaBlock->getTerminator());
-  llvm::AllocaInst *acc = ab.CreateAlloca(elt, nullptr, "acc");
   llvm::Value *scalar = nullptr;
   forLoop(rows, "r", [&](llvm::Value *r) {
     llvm::Value *label =
@@ -1422,25 +1514,12 @@ void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
                       b.CreateICmpSGE(label64, classes)),
            StatusIndex);
     llvm::Value *rowStart = b.CreateNUWMul(r, classes);
-    b.CreateStore(llvm::ConstantFP::getInfinity(elt, true), acc);
-    forLoop(classes, "c", [&](llvm::Value *c) {
-      llvm::Value *v = loadElement(t, xMem, b.CreateNUWAdd(rowStart, c));
-      b.CreateStore(maxOf(t, b.CreateLoad(elt, acc), v), acc);
-    });
-    llvm::Value *m = b.CreateLoad(elt, acc, "max");
-    llvm::Value *shift =
-        b.CreateSelect(isFinite(m), m, llvm::ConstantFP::get(elt, 0.0));
-    b.CreateStore(llvm::ConstantFP::get(elt, 0.0), acc);
-    forLoop(classes, "c", [&](llvm::Value *c) {
-      llvm::Value *v = loadElement(t, xMem, b.CreateNUWAdd(rowStart, c));
-      llvm::Value *e = callUnary(llvm::Intrinsic::exp, b.CreateFSub(v, shift));
-      b.CreateStore(b.CreateFAdd(b.CreateLoad(elt, acc), e), acc);
-    });
-    llvm::Value *lse = b.CreateFAdd(
-        shift, callUnary(llvm::Intrinsic::log, b.CreateLoad(elt, acc)));
-    llvm::Value *picked =
-        loadElement(t, xMem, b.CreateNUWAdd(rowStart, label64));
-    llvm::Value *loss = b.CreateFSub(lse, picked, "loss");
+    auto load = [&](llvm::ArrayRef<llvm::Value *> c) {
+      return widen(t, loadElement(t, xMem, b.CreateNUWAdd(rowStart, c[0])));
+    };
+    llvm::Value *lse = logSumExp(t, {classes}, load);
+    llvm::Value *picked = load({label64});
+    llvm::Value *loss = narrow(t, b.CreateFSub(lse, picked, "loss"));
     if (scalarResult)
       scalar = loss;
     else

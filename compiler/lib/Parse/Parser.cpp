@@ -257,6 +257,7 @@ private:
   bool parseResults(FnDecl &fn, SourceLoc &end);
   bool parseGradBlock(GradBlock &out);
   bool parseBlock(std::vector<StmtPtr> &body, SourceLoc &end);
+  bool startsDecl();
   void skipToNextDecl(size_t startPos);
 
   //===--------------------------------------------------------------------===//
@@ -593,11 +594,35 @@ DeclPtr Parser::parseRule(std::vector<Annotation> annotations,
   return rule;
 }
 
+/// True at a `fn` or `rule` that starts a line, or at annotations that
+/// start a line and precede one: a declaration, not a statement.
+bool Parser::startsDecl() {
+  if (!tok().startsLine)
+    return false;
+  size_t i = pos;
+  // Skip `@name(...)` groups and newlines; parentheses balance, so an
+  // annotation cannot hide a `fn` in its arguments.
+  while (tokenAt(i).is(TokenKind::At) || tokenAt(i).is(TokenKind::Newline)) {
+    i += tokenAt(i).is(TokenKind::At) ? 2 : 1;
+    if (tokenAt(i).isNot(TokenKind::LParen))
+      continue;
+    for (int parens = 0; tokenAt(i).isNot(TokenKind::Eof); ++i) {
+      parens += tokenAt(i).is(TokenKind::LParen);
+      parens -= tokenAt(i).is(TokenKind::RParen);
+      if (parens == 0) {
+        ++i;
+        break;
+      }
+    }
+  }
+  return tokenAt(i).is(TokenKind::KwFn) || tokenAt(i).is(TokenKind::KwRule);
+}
+
 // block ::= [newline] '{' { newline | stmt ( newline | &'}' ) } '}'
 //
-// A block that reaches the end of the file, or a `fn` or `rule` at the
-// start of a line, misses its '}': the error names the '{' it should close,
-// and a `fn` or `rule` is left for the module loop.
+// A block that reaches the end of the file, or a declaration at the start
+// of a line, misses its '}': the error names the '{' it should close, and
+// the declaration is left for the module loop.
 bool Parser::parseBlock(std::vector<StmtPtr> &body, SourceLoc &end) {
   skipNewlines();
   if (!is(TokenKind::LBrace))
@@ -611,9 +636,7 @@ bool Parser::parseBlock(std::vector<StmtPtr> &body, SourceLoc &end) {
       consume();
       return true;
     }
-    bool nextDecl =
-        (is(TokenKind::KwFn) || is(TokenKind::KwRule)) && tok().startsLine;
-    if (is(TokenKind::Eof) || nextDecl) {
+    if (is(TokenKind::Eof) || startsDecl()) {
       diags.report(is(TokenKind::Eof) ? tok().loc : expectedLoc(),
                    diag::err_expected_closing)
           << "}"

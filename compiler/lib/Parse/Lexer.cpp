@@ -208,7 +208,7 @@ Token Lexer::lexBadCharacter() {
   else if (llvm::isPrint(c))
     shown = std::string(1, c);
   else
-    shown = "\\x" + llvm::utohexstr(c, /*LowerCase=*/false, /*Width=*/2);
+    shown = {'\\', 'x', llvm::hexdigit(c >> 4), llvm::hexdigit(c & 15)};
   pos += length;
   diags.report(locOf(begin), diag::err_lex_unexpected_char)
       << shown << SourceRange(locOf(begin), locOf(pos));

@@ -65,6 +65,13 @@ const RunBackend *lookupRunBackend(llvm::StringRef name);
 int runCommand(Compilation &c, llvm::StringRef path, llvm::StringRef callText,
                llvm::StringRef backend, llvm::StringRef pipeline);
 
+/// `gradc check FILE`: compares every generated gradient with central
+/// finite differences in f64 at `points` random points drawn from `seed`.
+/// Returns the exit status (1 when an undeclared gradient disagrees).
+int checkCommand(Compilation &c, llvm::StringRef path,
+                 llvm::StringRef backend, llvm::StringRef pipeline,
+                 uint64_t seed, unsigned points);
+
 } // namespace gradc::driver
 
 #endif // GRADC_TOOLS_GRADC_DRIVER_H

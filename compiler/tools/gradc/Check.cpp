@@ -1,0 +1,412 @@
+//===- Check.cpp - gradc check: gradients against finite differences ------===//
+//
+//   gradc check FILE.grad [--backend=interp|llvm] [--points=N] [--seed=S]
+//
+// For every function marked @grad, evaluates the generated gradient and
+// central finite differences of the forward function in f64 at seeded
+// random points, and prints one line per function and parameter with the
+// largest absolute and relative error. A gradient that disagrees fails
+// (exit 1), unless the function's gradient is declared to differ on
+// purpose: a `@surrogate` rule it uses (directly, through an override or a
+// @custom_grad, or in a function it calls), or a `@surrogate` function.
+// A declared surrogate that turns out exact is reported too, since the
+// declaration is then wrong or the rule does less than intended.
+//
+// The module is compiled once, then promoted from f32 to f64 in place:
+// every op is polymorphic over the floating types, so the promoted module
+// computes the same functions with rounding errors small enough for finite
+// differences to be meaningful.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "gradc/IR/Literal.h"
+#include "gradc/IR/Verifier.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+using namespace gradc;
+using namespace gradc::driver;
+
+namespace {
+
+/// Finite differences in f64 with step h = hRel * max(1, |x|): truncation
+/// error ~h^2 and rounding error ~eps/h balance near 1e-5.
+constexpr double hRel = 1e-5;
+/// A gradient element passes when |g - fd| <= absTol + relTol * max(|g|,|fd|).
+constexpr double relTol = 1e-6;
+constexpr double absTol = 1e-8;
+/// Two step sizes that disagree by more than this mark a kink (relu at 0,
+/// a tie in max, the edge of a clip): such elements are skipped, not failed.
+constexpr double kinkTol = 1e-4;
+
+/// Promotes every f32 value of `module` to f64.
+void promoteToF64(ir::Module &module) {
+  auto promote = [](ir::Value *v) {
+    if (v->getType().dtype != DType::F32)
+      return;
+    TensorType t = v->getType();
+    t.dtype = DType::F64;
+    v->setType(t);
+  };
+  for (const auto &fn : module.getFunctions()) {
+    for (ir::Value *p : fn->getParams())
+      promote(p);
+    for (const auto &op : fn->getOps())
+      for (ir::Value *r : op->getResults())
+        promote(r);
+  }
+}
+
+bool hasAnnotation(const std::vector<ast::Annotation> &annotations,
+                   llvm::StringRef name) {
+  return llvm::any_of(annotations, [&](const ast::Annotation &a) {
+    return a.name.name == name;
+  });
+}
+
+/// Why a function's gradient may differ from its derivative: the surrogate
+/// rules and functions it uses, and the stop_gradient ops it contains.
+struct Deviations {
+  std::vector<std::string> surrogates; ///< "rule 'clip_grad'", ...
+  std::vector<std::string> undeclaredRules;
+  std::vector<std::string> stopGradients; ///< locations
+};
+
+class GradientChecker {
+public:
+  GradientChecker(const ir::Module &module, const ast::Module &ast,
+                  const SourceManager &sm, const RunBackend &backend,
+                  llvm::raw_ostream &os, uint64_t seed, unsigned points)
+      : module(module), ast(ast), sm(sm), backend(backend), os(os), rng(seed),
+        points(points) {}
+
+  /// Checks every @grad function; returns the number of failures.
+  unsigned checkAll();
+
+private:
+  struct ParamReport {
+    double maxAbs = 0, maxRel = 0;
+    unsigned compared = 0, skippedKinks = 0;
+  };
+
+  bool checkFunction(const ir::Function &fn, const ir::Function &grad,
+                     const ir::Function::GradSpec &spec);
+  void collectDeviations(const ir::Function &fn, Deviations &out,
+                         llvm::SmallPtrSetImpl<const ir::Function *> &seen);
+  bool drawPoint(const ir::Function &fn, std::vector<ir::Tensor> &args);
+  bool objective(const ir::Function &fn, llvm::ArrayRef<ir::Tensor> args,
+                 llvm::ArrayRef<ir::Tensor> cotangents, double &value);
+  double centralDifference(const ir::Function &fn,
+                           std::vector<ir::Tensor> &args,
+                           llvm::ArrayRef<ir::Tensor> cotangents,
+                           unsigned param, size_t element, double h,
+                           bool &ok);
+  ir::Tensor randomTensor(DType dtype, llvm::ArrayRef<int64_t> shape,
+                          double lo, double hi);
+  std::vector<int64_t> concreteShape(const TensorType &t);
+
+  const ir::Module &module;
+  const ast::Module &ast;
+  const SourceManager &sm;
+  const RunBackend &backend;
+  llvm::raw_ostream &os;
+  std::mt19937_64 rng;
+  unsigned points;
+  /// Size names get 2, 3, 4, ... in order of first appearance.
+  llvm::StringMap<int64_t> sizes;
+};
+
+std::vector<int64_t> GradientChecker::concreteShape(const TensorType &t) {
+  std::vector<int64_t> shape;
+  for (const Dim &d : t.shape) {
+    if (d.isKnown()) {
+      shape.push_back(d.getSize());
+      continue;
+    }
+    auto it = sizes.find(d.getName());
+    if (it == sizes.end())
+      it = sizes.insert({d.getName(), int64_t(2 + sizes.size() % 3)}).first;
+    shape.push_back(it->second);
+  }
+  return shape;
+}
+
+ir::Tensor GradientChecker::randomTensor(DType dtype,
+                                         llvm::ArrayRef<int64_t> shape,
+                                         double lo, double hi) {
+  ir::Tensor t;
+  t.dtype = dtype;
+  t.shape.assign(shape.begin(), shape.end());
+  t.data.resize(t.numElements());
+  std::uniform_real_distribution<double> real(lo, hi);
+  // Integers are indices or labels far more often than anything else, so
+  // keep them small and non-negative; bools are fair coins.
+  std::uniform_int_distribution<int> small(0, 1);
+  for (double &v : t.data) {
+    if (isFloat(dtype))
+      v = real(rng);
+    else
+      v = small(rng);
+  }
+  return t;
+}
+
+bool GradientChecker::objective(const ir::Function &fn,
+                                llvm::ArrayRef<ir::Tensor> args,
+                                llvm::ArrayRef<ir::Tensor> cotangents,
+                                double &value) {
+  std::vector<ir::Tensor> results;
+  std::string error;
+  if (!backend.run(module, fn.getName(), args, results, error))
+    return false;
+  value = 0;
+  if (cotangents.empty()) {
+    value = results[0].data[0];
+    return std::isfinite(value);
+  }
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!isFloat(results[r].dtype))
+      continue;
+    for (size_t i = 0; i < results[r].data.size(); ++i)
+      value += cotangents[r].data[i] * results[r].data[i];
+  }
+  return std::isfinite(value);
+}
+
+/// Draws arguments where the forward function is defined and finite:
+/// first from [-1, 1], then (for log, sqrt and friends) from [0.2, 1.2].
+bool GradientChecker::drawPoint(const ir::Function &fn,
+                                std::vector<ir::Tensor> &args) {
+  const std::pair<double, double> domains[] = {{-1, 1}, {0.2, 1.2}};
+  for (auto [lo, hi] : domains) {
+    for (unsigned attempt = 0; attempt < 4; ++attempt) {
+      args.clear();
+      for (ir::Value *p : fn.getParams())
+        args.push_back(randomTensor(p->getType().dtype,
+                                    concreteShape(p->getType()), lo, hi));
+      std::vector<ir::Tensor> results;
+      std::string error;
+      if (!backend.run(module, fn.getName(), args, results, error))
+        continue;
+      bool finite = llvm::all_of(results, [](const ir::Tensor &t) {
+        return llvm::all_of(t.data, [](double v) { return std::isfinite(v); });
+      });
+      if (finite)
+        return true;
+    }
+  }
+  return false;
+}
+
+double GradientChecker::centralDifference(
+    const ir::Function &fn, std::vector<ir::Tensor> &args,
+    llvm::ArrayRef<ir::Tensor> cotangents, unsigned param, size_t element,
+    double h, bool &ok) {
+  double saved = args[param].data[element];
+  double plus = 0, minus = 0;
+  args[param].data[element] = saved + h;
+  ok = objective(fn, args, cotangents, plus);
+  args[param].data[element] = saved - h;
+  ok = ok && objective(fn, args, cotangents, minus);
+  args[param].data[element] = saved;
+  return (plus - minus) / (2 * h);
+}
+
+void GradientChecker::collectDeviations(
+    const ir::Function &fn, Deviations &out,
+    llvm::SmallPtrSetImpl<const ir::Function *> &seen) {
+  if (!seen.insert(&fn).second)
+    return;
+  if (const ast::FnDecl *decl = ast.findFn(fn.getName()))
+    if (hasAnnotation(decl->annotations, "surrogate"))
+      out.surrogates.push_back("function '" + fn.getName().str() + "'");
+  for (const auto &op : fn.getOps()) {
+    const ir::GradRuleAttr &rule = op->getGradRule();
+    if (rule.isSet()) {
+      std::string what = "rule '" + rule.ruleName + "' (@" + rule.via +
+                         " at " + sm.formatLoc(rule.annotationLoc) + ")";
+      const ast::RuleDecl *decl = ast.findRule(rule.ruleName);
+      const ast::FnDecl *owner =
+          op->getKind() == OpKind::Call ? ast.findFn(op->getCallee()) : nullptr;
+      bool declared =
+          (decl && hasAnnotation(decl->annotations, "surrogate")) ||
+          (owner && hasAnnotation(owner->annotations, "surrogate"));
+      (declared ? out.surrogates : out.undeclaredRules).push_back(what);
+    }
+    if (op->getKind() == OpKind::StopGradient)
+      out.stopGradients.push_back(sm.formatLoc(op->getLoc()));
+    // A custom-grad function is a primitive: its body is never
+    // differentiated, so only its own rule matters.
+    if (op->getKind() == OpKind::Call && !rule.isSet())
+      if (const ir::Function *callee = module.lookup(op->getCallee()))
+        collectDeviations(*callee, out, seen);
+  }
+}
+
+bool GradientChecker::checkFunction(const ir::Function &fn,
+                                    const ir::Function &grad,
+                                    const ir::Function::GradSpec &spec) {
+  Deviations deviations;
+  llvm::SmallPtrSet<const ir::Function *, 8> seen;
+  collectDeviations(fn, deviations, seen);
+  bool declaredSurrogate = !deviations.surrogates.empty();
+
+  bool scalarLoss = fn.getReturns().size() == 1 &&
+                    fn.getReturns()[0]->getType().isScalar() &&
+                    isFloat(fn.getReturns()[0]->getType().dtype);
+  std::vector<ParamReport> reports(spec.wrt.size());
+  unsigned usablePoints = 0;
+  for (unsigned point = 0; point < points; ++point) {
+    std::vector<ir::Tensor> args;
+    if (!drawPoint(fn, args))
+      continue;
+    ++usablePoints;
+    std::vector<ir::Tensor> cotangents;
+    if (!scalarLoss)
+      for (ir::Value *r : fn.getReturns())
+        cotangents.push_back(randomTensor(r->getType().dtype,
+                                          concreteShape(r->getType()), -1, 1));
+    std::vector<ir::Tensor> gradArgs = args;
+    gradArgs.insert(gradArgs.end(), cotangents.begin(), cotangents.end());
+    std::vector<ir::Tensor> grads;
+    std::string error;
+    if (!backend.run(module, grad.getName(), gradArgs, grads, error)) {
+      os << "error   " << grad.getName() << ": " << error << "\n";
+      return false;
+    }
+    for (size_t w = 0; w < spec.wrt.size(); ++w) {
+      unsigned param = spec.wrt[w];
+      ParamReport &report = reports[w];
+      // At most 16 elements per parameter and point, chosen at random, so
+      // that a large weight matrix costs no more than a small one.
+      std::vector<size_t> elements(args[param].data.size());
+      std::iota(elements.begin(), elements.end(), 0);
+      std::shuffle(elements.begin(), elements.end(), rng);
+      elements.resize(std::min<size_t>(elements.size(), 16));
+      std::sort(elements.begin(), elements.end());
+      for (size_t e : elements) {
+        double h = hRel * std::max(1.0, std::fabs(args[param].data[e]));
+        bool ok1, ok2;
+        double fd = centralDifference(fn, args, cotangents, param, e, h, ok1);
+        double fd2 =
+            centralDifference(fn, args, cotangents, param, e, 2 * h, ok2);
+        if (!ok1 || !ok2 ||
+            std::fabs(fd - fd2) > kinkTol * std::max(1.0, std::fabs(fd))) {
+          ++report.skippedKinks;
+          continue;
+        }
+        double g = grads[w].data[e];
+        double abs = std::fabs(g - fd);
+        double scale = std::max(std::fabs(g), std::fabs(fd));
+        report.maxAbs = std::max(report.maxAbs, abs);
+        report.maxRel = std::max(report.maxRel, scale > 0 ? abs / scale : 0);
+        ++report.compared;
+      }
+    }
+  }
+
+  if (usablePoints == 0) {
+    os << "error   " << grad.getName() << ": found no point where '"
+       << fn.getName() << "' is finite\n";
+    return false;
+  }
+
+  bool passed = true;
+  bool anyDeviation = false;
+  for (size_t w = 0; w < spec.wrt.size(); ++w) {
+    const ParamReport &r = reports[w];
+    bool agrees = r.maxAbs <= absTol || r.maxRel <= relTol;
+    anyDeviation |= !agrees;
+    llvm::StringRef status =
+        agrees ? "ok" : (declaredSurrogate ? "surrogate" : "FAIL");
+    os << llvm::left_justify(status, 10) << grad.getName() << "  "
+       << fn.getParam(spec.wrt[w])->getName() << "  max abs error "
+       << llvm::format("%.2e", r.maxAbs) << "  max rel error "
+       << llvm::format("%.2e", r.maxRel) << "  (" << r.compared
+       << " elements at " << usablePoints << " points";
+    if (r.skippedKinks)
+      os << ", " << r.skippedKinks << " skipped near kinks";
+    os << ")\n";
+    if (!agrees && !declaredSurrogate)
+      passed = false;
+  }
+
+  if (anyDeviation && declaredSurrogate) {
+    os << "          differs from the derivative as declared by "
+       << llvm::join(deviations.surrogates, ", ") << "\n";
+  } else if (!anyDeviation && declaredSurrogate) {
+    os << "note      " << grad.getName() << " matches the derivative although "
+       << llvm::join(deviations.surrogates, ", ")
+       << " is declared @surrogate\n";
+  }
+  if (!passed) {
+    if (!deviations.undeclaredRules.empty())
+      os << "          not the derivative: "
+         << llvm::join(deviations.undeclaredRules, ", ")
+         << "; mark the rule @surrogate if that is intended\n";
+    if (!deviations.stopGradients.empty())
+      os << "          stop_gradient at "
+         << llvm::join(deviations.stopGradients, ", ")
+         << " changes the gradient; mark the function @surrogate if that is "
+            "intended\n";
+  }
+  return passed;
+}
+
+unsigned GradientChecker::checkAll() {
+  unsigned failures = 0;
+  for (const auto &fn : module.getFunctions()) {
+    const auto &spec = fn->getGradSpec();
+    if (!spec)
+      continue;
+    const ir::Function *grad = module.lookup(spec->gradName);
+    if (!grad) {
+      os << "error   " << spec->gradName << " was not generated\n";
+      ++failures;
+      continue;
+    }
+    sizes.clear();
+    if (!checkFunction(*fn, *grad, *spec))
+      ++failures;
+  }
+  return failures;
+}
+
+} // namespace
+
+int driver::checkCommand(Compilation &c, llvm::StringRef path,
+                         llvm::StringRef backendName, llvm::StringRef pipeline,
+                         uint64_t seed, unsigned points) {
+  const RunBackend *backend = lookupRunBackend(backendName);
+  if (!backend) {
+    llvm::errs() << "gradc: error: unknown backend '" << backendName << "'\n";
+    return 1;
+  }
+  if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
+      !c.differentiate(pipeline))
+    return c.finish();
+  promoteToF64(*c.ir);
+  if (!ir::verifyModule(*c.ir, *c.diags, "promote-f64"))
+    return c.finish();
+  GradientChecker checker(*c.ir, *c.ast, c.sm, *backend, llvm::outs(), seed,
+                          points);
+  unsigned failures = checker.checkAll();
+  llvm::outs().flush();
+  if (failures) {
+    llvm::errs() << "gradc check: " << failures
+                 << " gradient(s) disagree with finite differences\n";
+    return 1;
+  }
+  return c.finish();
+}

@@ -1,0 +1,462 @@
+//===- TypeCheck.cpp - Bodies, statements and expressions -----------------===//
+//
+// Checks the statements of a body in order and gives every expression its
+// type (Expr::type): a tensor, a list of tensors (list literals, `unstack`)
+// or a tuple (a call of a function with several results). Calls of ops go
+// to OpCalls.cpp; calls of the file's functions and of generated NAME_grad
+// functions are checked here against their signatures, binding the
+// callee's size names to the argument shapes.
+//
+// An expression whose type cannot be known after an error gets the unknown
+// type, and nothing that uses it is reported again: one mistake, one
+// message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SemaImpl.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace gradc;
+using namespace gradc::ast;
+using namespace gradc::sema;
+
+//===----------------------------------------------------------------------===//
+// Bodies and statements
+//===----------------------------------------------------------------------===//
+
+/// body ::= stmt* return
+/// Exactly one `return`, and it comes last: there is no control flow, so a
+/// statement after a `return` could never run.
+ReturnStmt *Sema::checkBody(std::vector<StmtPtr> &body, BodyScope &scope,
+                            SourceLoc declLoc) {
+  for (const StmtPtr &stmt : body)
+    if (auto *let = llvm::dyn_cast_or_null<LetStmt>(stmt.get()))
+      for (const Ident &name : let->names)
+        if (!scope.names.count(name.name))
+          scope.laterLets.try_emplace(name.name, name.range);
+
+  ReturnStmt *last = nullptr;
+  for (size_t i = 0; i < body.size(); ++i) {
+    Stmt *stmt = body[i].get();
+    if (!stmt)
+      continue;
+    if (auto *let = llvm::dyn_cast<LetStmt>(stmt)) {
+      checkLet(*let, scope);
+      continue;
+    }
+    auto *ret = llvm::cast<ReturnStmt>(stmt);
+    if (i + 1 == body.size()) {
+      last = ret;
+      continue;
+    }
+    report(ret->getLoc(), diag::err_return_not_last)
+        << scope.description << SourceRange(ret->getLoc());
+    checkExpr(ret->value.get(), scope);
+  }
+  if (!last)
+    report(declLoc, diag::err_missing_return) << scope.description;
+  return last;
+}
+
+/// let ::= annotation* 'let' (name (':' type)? | '(' name, ... ')') '=' expr
+void Sema::checkLet(LetStmt &let, BodyScope &scope) {
+  OverrideScope letOverrides;
+  letOverrides.parent = scope.overrides;
+  letOverrides.where = "in this statement";
+  checkLetAnnotations(let, letOverrides, scope);
+
+  std::optional<TensorType> declared;
+  if (let.declaredType)
+    declared = resolveTypeExpr(*let.declaredType, scope);
+
+  OverrideScope *outer = scope.overrides;
+  if (!letOverrides.entries.empty())
+    scope.overrides = &letOverrides;
+  ValueType value =
+      checkExpr(let.value.get(), scope,
+                declared ? std::optional<DType>(declared->dtype) : std::nullopt);
+  scope.overrides = outer;
+  warnUnusedOverrides(letOverrides);
+
+  llvm::StringRef firstName =
+      let.names.empty() ? llvm::StringRef() : let.names[0].name;
+  if (declared && value.isKnown() && let.value) {
+    if (!value.isTensor())
+      report(let.value->getLoc(), diag::err_let_type_not_tensor)
+          << firstName << declared->str() << value.str()
+          << let.value->getRange();
+    else if (value.tensor != *declared)
+      report(let.value->getLoc(), diag::err_let_type_mismatch)
+          << firstName << declared->str() << value.str()
+          << let.value->getRange();
+  }
+
+  if (!let.destructures) {
+    // After a mismatch the declared type is what later statements expect.
+    ValueType bound = declared ? ValueType::ofTensor(*declared) : value;
+    for (const Ident &name : let.names)
+      bindLetName(name, bound, scope);
+    return;
+  }
+  std::vector<ValueType> parts(let.names.size());
+  bool fits = value.kind == ValueType::Tuple || value.kind == ValueType::List;
+  if (fits && value.elements.size() == let.names.size()) {
+    for (size_t i = 0; i < parts.size(); ++i)
+      parts[i] = ValueType::ofTensor(value.elements[i]);
+  } else if (value.isKnown() && let.value) {
+    report(let.value->getLoc(), diag::err_destructure_arity)
+        << value.str() << plural(let.names.size(), "name")
+        << let.value->getRange();
+  }
+  for (size_t i = 0; i < parts.size(); ++i)
+    bindLetName(let.names[i], parts[i], scope);
+}
+
+void Sema::bindLetName(const Ident &name, const ValueType &type,
+                       BodyScope &scope) {
+  if (name.name.empty())
+    return;
+  auto it = scope.names.find(name.name);
+  if (it != scope.names.end()) {
+    const Binding &first = it->second;
+    if (first.kind == Binding::Param) {
+      report(name.range.begin, diag::err_let_shadows_param)
+          << name.name << name.range;
+      note(first.range.begin, diag::note_param_here)
+          << name.name << first.range;
+    } else {
+      report(name.range.begin, diag::err_let_redefinition)
+          << name.name << scope.description << name.range;
+      note(first.range.begin, diag::note_first_definition)
+          << name.name << first.range;
+    }
+    return;
+  }
+  scope.names[name.name] = Binding{Binding::Let, type, name.range};
+  scope.laterLets.erase(name.name);
+}
+
+void Sema::bindParam(const Ident &name, const ValueType &type,
+                     BodyScope &scope) {
+  // A duplicate parameter was reported with the signature; keep the first.
+  if (!name.name.empty())
+    scope.names.try_emplace(name.name,
+                            Binding{Binding::Param, type, name.range});
+}
+
+std::optional<TensorType> Sema::resolveTypeExpr(const TypeExpr &type,
+                                                const BodyScope &scope) {
+  bool ok = true;
+  for (const DimExpr &d : type.dims) {
+    if (!d.dim.isNamed() || scope.sizeNames.contains(d.dim.getName()))
+      continue;
+    std::vector<std::string> known;
+    for (const auto &entry : scope.sizeNames)
+      known.push_back(entry.getKey().str());
+    llvm::sort(known);
+    report(d.range.begin, diag::err_unknown_size_name)
+        << d.dim.getName() << didYouMean(d.dim.getName(), known) << d.range;
+    ok = false;
+  }
+  if (!ok)
+    return std::nullopt;
+  return type.toType();
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+ValueType Sema::checkExpr(Expr *expr, BodyScope &scope,
+                          std::optional<DType> hint) {
+  if (!expr)
+    return ValueType();
+  expr->type = checkExprKind(expr, scope, hint);
+  return expr->type;
+}
+
+ValueType Sema::checkExprKind(Expr *expr, BodyScope &scope,
+                              std::optional<DType> hint) {
+  switch (expr->getKind()) {
+  case Expr::Kind::Number:
+    return checkNumber(*llvm::cast<NumberExpr>(expr), hint);
+  case Expr::Kind::Bool:
+    return ValueType::ofTensor(TensorType(DType::Bool));
+  case Expr::Kind::Name:
+    return checkName(*llvm::cast<NameExpr>(expr), scope);
+  case Expr::Kind::Unary:
+    return checkUnary(*llvm::cast<UnaryExpr>(expr), scope, hint);
+  case Expr::Kind::Binary:
+    return checkBinary(*llvm::cast<BinaryExpr>(expr), scope, hint);
+  case Expr::Kind::Call:
+    return checkCall(*llvm::cast<CallExpr>(expr), scope, hint);
+  case Expr::Kind::List:
+    return checkList(*llvm::cast<ListExpr>(expr), scope, hint);
+  case Expr::Kind::Tuple: {
+    // Only a `return` takes a tuple, and it checks the elements itself.
+    report(expr->getLoc(), diag::err_tuple_not_returned) << expr->getRange();
+    for (ExprPtr &e : llvm::cast<TupleExpr>(expr)->elements)
+      checkExpr(e.get(), scope);
+    return ValueType();
+  }
+  case Expr::Kind::Index:
+    return checkIndex(*llvm::cast<IndexExpr>(expr), scope);
+  }
+  return ValueType();
+}
+
+ValueType Sema::checkReturnValue(Expr *value, BodyScope &scope,
+                                 llvm::ArrayRef<DType> hints) {
+  auto *tuple = llvm::dyn_cast_or_null<TupleExpr>(value);
+  if (!tuple) {
+    // One value meets one type; a list's elements meet theirs.
+    std::optional<DType> hint;
+    if (!hints.empty() && llvm::all_equal(hints))
+      hint = hints[0];
+    return checkExpr(value, scope, hint);
+  }
+  ValueType type;
+  type.kind = ValueType::Tuple;
+  for (size_t i = 0; i < tuple->elements.size(); ++i) {
+    Expr *element = tuple->elements[i].get();
+    ValueType t = checkExpr(element, scope,
+                            i < hints.size() ? std::optional<DType>(hints[i])
+                                             : std::nullopt);
+    if (t.isKnown() && !t.isTensor())
+      report(element->getLoc(), diag::err_tuple_element)
+          << t.str() << element->getRange();
+    if (t.isTensor() && type.isKnown())
+      type.elements.push_back(t.tensor);
+    else
+      type = ValueType();
+  }
+  tuple->type = type;
+  return type;
+}
+
+/// A number literal takes the element type of the tensor it meets (`hint`):
+/// `2.0 * x` is f64 when x is. Alone, `2.0` is f32 and `2` is i32.
+ValueType Sema::checkNumber(NumberExpr &num, std::optional<DType> hint) {
+  DType type = num.isInteger ? DType::I32 : DType::F32;
+  if (hint && isFloat(*hint)) {
+    type = *hint;
+  } else if (hint == DType::I32) {
+    type = DType::I32;
+    if (!num.isInteger)
+      report(num.getLoc(), diag::err_literal_not_integer)
+          << sourceText(num.getRange()) << "i32" << num.getRange();
+  }
+  return ValueType::ofTensor(TensorType(type));
+}
+
+ValueType Sema::checkName(NameExpr &name, BodyScope &scope) {
+  auto it = scope.names.find(name.name);
+  if (it != scope.names.end())
+    return it->second.type;
+  auto later = scope.laterLets.find(name.name);
+  if (later != scope.laterLets.end()) {
+    report(name.getLoc(), diag::err_use_before_def)
+        << name.name << name.getRange();
+    note(later->second.begin, diag::note_defined_here)
+        << name.name << later->second;
+    return ValueType();
+  }
+  if (scope.sizeNames.contains(name.name)) {
+    report(name.getLoc(), diag::err_size_name_as_value)
+        << name.name << name.getRange();
+    return ValueType();
+  }
+  std::vector<std::string> visible;
+  for (const auto &entry : scope.names)
+    visible.push_back(entry.getKey().str());
+  llvm::sort(visible);
+  report(name.getLoc(), diag::err_unknown_name)
+      << name.name << didYouMean(name.name, visible) << name.getRange();
+  return ValueType();
+}
+
+/// list ::= '[' expr, ... ']': tensors, for ops that take a list and for a
+/// rule's list of cotangents. Literals in it meet the other elements.
+ValueType Sema::checkList(ListExpr &list, BodyScope &scope,
+                          std::optional<DType> hint) {
+  std::vector<Expr *> elements;
+  for (ExprPtr &e : list.elements)
+    elements.push_back(e.get());
+  llvm::SmallVector<ValueType, 4> types;
+  checkGroup(elements, {}, /*resultFollows=*/true, scope, hint, types);
+  ValueType type;
+  type.kind = ValueType::List;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    if (types[i].isKnown() && !types[i].isTensor())
+      report(elements[i]->getLoc(), diag::err_list_element)
+          << types[i].str() << elements[i]->getRange();
+    if (types[i].isTensor() && type.isKnown())
+      type.elements.push_back(types[i].tensor);
+    else
+      type = ValueType();
+  }
+  return type;
+}
+
+/// index ::= expr '[' integer ']': a constant index into a list or tuple;
+/// negative counts from the end.
+ValueType Sema::checkIndex(IndexExpr &index, BodyScope &scope) {
+  ValueType base = checkExpr(index.base.get(), scope);
+  if (!base.isKnown())
+    return ValueType();
+  if (base.isTensor()) {
+    report(index.base->getLoc(), diag::err_index_base)
+        << base.str() << index.base->getRange();
+    return ValueType();
+  }
+  int64_t n = base.elements.size();
+  if (index.index < -n || index.index >= n) {
+    std::string what = base.kind == ValueType::List
+                           ? "a list of " + plural(n, "tensor")
+                           : "a tuple of " + plural(n, "value");
+    report(index.indexRange.begin, diag::err_index_range)
+        << index.index << what << index.indexRange;
+    return ValueType();
+  }
+  return ValueType::ofTensor(
+      base.elements[index.index < 0 ? index.index + n : index.index]);
+}
+
+//===----------------------------------------------------------------------===//
+// Calls
+//===----------------------------------------------------------------------===//
+
+/// call ::= name '(' args ')': a built-in op, a function of the file, or
+/// the NAME_grad that @grad generates for one.
+ValueType Sema::checkCall(CallExpr &call, BodyScope &scope,
+                          std::optional<DType> hint) {
+  const std::string &name = call.callee.name;
+  if (const OpInfo *op = lookupOp(name))
+    return checkOpCall(call, *op, scope, hint);
+  const FnDecl *notGenerated = nullptr;
+  if (const Signature *sig = lookupCallee(name, notGenerated))
+    return checkFnCall(call, *sig, scope);
+
+  if (notGenerated) {
+    report(call.callee.range.begin, diag::err_grad_fn_not_generated)
+        << name << notGenerated->name.name << call.callee.range;
+    note(notGenerated->name.range.begin, diag::note_declared_here)
+        << notGenerated->name.name << notGenerated->name.range;
+  } else {
+    report(call.callee.range.begin, diag::err_unknown_callee)
+        << name << didYouMean(name, calleeNames()) << call.callee.range;
+  }
+  // The arguments may hold mistakes of their own.
+  for (ExprPtr &arg : call.args)
+    checkExpr(arg.get(), scope);
+  for (KeywordArg &k : call.keywordArgs)
+    checkExpr(k.value.get(), scope);
+  return ValueType();
+}
+
+ValueType Sema::checkFnCall(CallExpr &call, const Signature &sig,
+                            BodyScope &scope) {
+  call.fn = sig.fn;
+  call.callsGrad = sig.isGrad;
+  if (scope.calls.forward)
+    scope.calls.forward->push_back(
+        {CallNode{sig.fn, sig.isGrad}, call.getRange()});
+
+  for (KeywordArg &k : call.keywordArgs) {
+    report(k.name.range.begin, diag::err_call_keyword)
+        << sig.name << k.name.name << k.name.range;
+    checkExpr(k.value.get(), scope);
+  }
+  std::vector<ValueType> argTypes;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    std::optional<DType> hint;
+    if (i < sig.params.size())
+      hint = sig.params[i].dtype;
+    argTypes.push_back(checkExpr(call.args[i].get(), scope, hint));
+  }
+  if (!call.keywordArgs.empty())
+    return ValueType();
+  if (call.args.size() != sig.params.size()) {
+    report(call.callee.range.begin, diag::err_call_arg_count)
+        << sig.name << plural(sig.params.size(), "argument")
+        << call.args.size() << call.getRange();
+    note(sig.fn->name.range.begin, diag::note_declared_here)
+        << sig.fn->name.name << sig.fn->name.range;
+    return ValueType();
+  }
+  if (!sig.valid)
+    return ValueType();
+
+  std::map<std::string, Dim> sizes;
+  if (!unifyArguments(call, sig, argTypes, sizes))
+    return ValueType();
+  Signature substituted = sig;
+  for (TensorType &result : substituted.results) {
+    for (Dim &d : result.shape) {
+      if (d.isKnown())
+        continue;
+      auto it = sizes.find(d.getName().str());
+      if (it == sizes.end())
+        return ValueType();
+      d = it->second;
+    }
+  }
+  return substituted.resultValueType();
+}
+
+/// Each size name of the callee binds to the first argument dimension it
+/// meets (a known size, or a size name of the caller); every later
+/// occurrence must be the same dimension.
+bool Sema::unifyArguments(const CallExpr &call, const Signature &sig,
+                          llvm::ArrayRef<ValueType> argTypes,
+                          std::map<std::string, Dim> &sizes) {
+  std::map<std::string, size_t> boundBy;
+  bool ok = true;
+  for (size_t i = 0; i < argTypes.size(); ++i) {
+    const ValueType &arg = argTypes[i];
+    const TensorType &param = sig.params[i];
+    const Expr *expr = call.args[i].get();
+    if (!arg.isKnown()) {
+      ok = false;
+      continue;
+    }
+    auto mismatch = [&] {
+      report(expr->getLoc(), diag::err_call_arg_type)
+          << sig.paramNames[i] << sig.name << param.str() << arg.str()
+          << expr->getRange();
+      ok = false;
+    };
+    if (!arg.isTensor() || arg.tensor.dtype != param.dtype ||
+        arg.tensor.getRank() != param.getRank()) {
+      mismatch();
+      continue;
+    }
+    for (unsigned d = 0; d < param.getRank(); ++d) {
+      const Dim &want = param.shape[d];
+      const Dim &have = arg.tensor.shape[d];
+      if (want.isKnown()) {
+        if (want != have) {
+          mismatch();
+          break;
+        }
+        continue;
+      }
+      std::string name = want.getName().str();
+      auto [it, inserted] = sizes.try_emplace(name, have);
+      if (inserted) {
+        boundBy[name] = i;
+        continue;
+      }
+      if (it->second != have) {
+        report(expr->getLoc(), diag::err_call_size_conflict)
+            << name << sig.name << it->second.str()
+            << sig.paramNames[boundBy[name]] << have.str()
+            << sig.paramNames[i] << expr->getRange();
+        ok = false;
+        break;
+      }
+    }
+  }
+  return ok;
+}

@@ -132,7 +132,11 @@ public:
   explicit Buffer(int64_t count) {
     if (count <= 0)
       return;
-    if (static_cast<uint64_t>(count) > SIZE_MAX / sizeof(T)) {
+    // Objects larger than PTRDIFF_MAX bytes cannot exist.
+    const uint64_t maxCount =
+        static_cast<uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) /
+        sizeof(T);
+    if (static_cast<uint64_t>(count) > maxCount) {
       failed = true;
       return;
     }

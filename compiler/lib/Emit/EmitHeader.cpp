@@ -1,0 +1,208 @@
+//===- EmitHeader.cpp - The generated C ABI header ------------------------===//
+//
+// One header per module declares its C ABI (docs/ABI.md), whichever backend
+// compiled it: plain C prototypes inside `extern "C"`, each under a doc
+// comment with its .grad signature, and, for C++ callers, one inline
+// function per exported function that takes gradc::TensorView arguments,
+// binds the size names from their shapes, checks that every shape agrees
+// with the signature (GRADC_ERROR_SIZE otherwise) and calls the C function.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Emit/EmitHeader.h"
+
+#include "gradc/Emit/Mangle.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace gradc;
+using namespace gradc::emit;
+
+namespace {
+
+constexpr unsigned lineLimit = 80;
+
+/// `head` + the items joined by ", " + `tail`, broken after commas with
+/// continuation lines aligned under the first item when a line would be
+/// longer than 80 columns. `head` includes its line's indentation.
+std::string joinWrapped(const std::string &head,
+                        const std::vector<std::string> &items,
+                        const std::string &tail) {
+  std::string one = head + llvm::join(items, ", ") + tail;
+  if (one.size() <= lineLimit)
+    return one;
+  std::string text = head;
+  size_t col = head.size(), cur = col;
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string piece = items[i];
+    piece += i + 1 < items.size() ? std::string(",") : tail;
+    if (i > 0 && cur + 1 + piece.size() > lineLimit) {
+      text += '\n';
+      text.append(col, ' ');
+      cur = col;
+    } else if (i > 0) {
+      text += " ";
+      ++cur;
+    }
+    text += piece;
+    cur += piece.size();
+  }
+  return text;
+}
+
+/// The doc comment of an exported function.
+std::vector<std::string> docLines(const ir::Module &module,
+                                  const ir::Function &fn) {
+  std::vector<std::string> lines;
+  if (const ir::Function *primal = findPrimal(module, fn)) {
+    std::vector<std::string> wrt;
+    for (unsigned i : primal->getGradSpec()->wrt)
+      if (i < primal->getParams().size())
+        wrt.push_back(primal->getParam(i)->getName().str());
+    lines.push_back("The gradient of '" + primal->getName().str() +
+                    "' with respect to " + llvm::join(wrt, ", ") + ":");
+  }
+  lines.push_back(sourceSignature(fn));
+  return lines;
+}
+
+void emitComment(llvm::raw_ostream &os, const std::vector<std::string> &lines,
+                 unsigned indent) {
+  for (const std::string &l : lines)
+    os << std::string(indent, ' ') << "/// " << l << "\n";
+}
+
+/// The checks of one view against its type: rank, known dimensions, and
+/// size names (bound by the first view that has them).
+void addShapeChecks(const CParam &p,
+                    const llvm::StringMap<std::string> &sizeNames,
+                    std::vector<std::string> &checks) {
+  const Shape &shape = p.type.shape;
+  checks.push_back(p.name + ".rank() != " + std::to_string(shape.size()));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    std::string dim = p.name + ".dim(" + std::to_string(d) + ")";
+    if (shape[d].isKnown())
+      checks.push_back(dim + " != " + std::to_string(shape[d].getSize()));
+    else
+      checks.push_back("!gradc::bindSize(" +
+                       sizeNames.lookup(shape[d].getName()) + ", " + dim + ")");
+  }
+}
+
+void emitCppWrapper(llvm::raw_ostream &os, const ir::Module &module,
+                    const ir::Function &fn, const EmitOptions &options,
+                    NameScope &functionNames) {
+  NameScope scope;
+  std::vector<CParam> params = getCParams(module, fn, scope);
+  llvm::StringMap<std::string> sizeNames;
+  std::vector<std::string> decls, checks, args;
+  for (const CParam &p : params) {
+    std::string type = cTypeName(p.dtype).str();
+    switch (p.kind) {
+    case CParamKind::Size:
+      sizeNames[p.sourceName] = p.name;
+      args.push_back(p.name);
+      break;
+    case CParamKind::Input:
+      if (p.type.isScalar()) {
+        decls.push_back(type + " " + p.name);
+        args.push_back(p.name);
+      } else {
+        decls.push_back("gradc::TensorView<const " + type + "> " + p.name);
+        addShapeChecks(p, sizeNames, checks);
+        args.push_back(p.name + ".data()");
+      }
+      break;
+    case CParamKind::Output:
+      if (p.type.isScalar()) {
+        decls.push_back(type + " &" + p.name);
+        args.push_back("&" + p.name);
+      } else {
+        decls.push_back("gradc::TensorView<" + type + "> " + p.name);
+        addShapeChecks(p, sizeNames, checks);
+        args.push_back(p.name + ".data()");
+      }
+      break;
+    }
+  }
+  emitComment(os, docLines(module, fn), 0);
+  std::string name = functionNames.claim(fn.getName());
+  os << joinWrapped("inline int " + name + "(", decls, ") {") << "\n";
+  for (const CParam &p : params)
+    if (p.kind == CParamKind::Size)
+      os << "  int64_t " << p.name << " = -1;\n";
+  if (!checks.empty()) {
+    std::string cond = llvm::join(checks, " || ");
+    if (2 + 4 + cond.size() + 1 <= lineLimit) {
+      os << "  if (" << cond << ")\n";
+    } else {
+      for (size_t c = 0; c < checks.size(); ++c)
+        os << (c ? "      " : "  if (") << checks[c]
+           << (c + 1 < checks.size() ? " ||" : ")") << "\n";
+    }
+    os << "    return GRADC_ERROR_SIZE;\n";
+  }
+  os << joinWrapped("  return " +
+                        cSymbolName(options.moduleName, fn.getName()) + "(",
+                    args, ");")
+     << "\n";
+  os << "}\n";
+}
+
+} // namespace
+
+void emit::emitHeader(const ir::Module &module, const EmitOptions &options,
+                      llvm::raw_ostream &os) {
+  std::string guard =
+      "GRADC_GENERATED_" + llvm::StringRef(options.moduleName).upper() + "_H";
+  std::vector<const ir::Function *> exported;
+  for (const auto &f : module.getFunctions())
+    if (isExported(*f))
+      exported.push_back(f.get());
+
+  os << "// Generated by gradc from "
+     << (options.sourceName.empty() ? "<unknown>" : options.sourceName)
+     << ". Do not edit.\n"
+     << "//\n"
+     << "// The C ABI of module '" << options.moduleName
+     << "' (docs/ABI.md): sizes, then inputs, then\n"
+     << "// output pointers; each function returns GRADC_OK or an error "
+        "status. C++\n"
+     << "// callers also get namespace " << mangleIdentifier(options.moduleName)
+     << ", which takes gradc::TensorView\n"
+     << "// arguments and checks their shapes.\n\n"
+     << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+     << "#include <stdint.h>\n\n"
+     << "#ifndef GRADC_STATUS_CODES\n"
+     << "#define GRADC_STATUS_CODES\n"
+     << "#define GRADC_OK 0\n"
+     << "#define GRADC_ERROR_SIZE 1\n"
+     << "#define GRADC_ERROR_INDEX 2\n"
+     << "#define GRADC_ERROR_DIV_ZERO 3\n"
+     << "#define GRADC_ERROR_ALLOC 4\n"
+     << "#endif\n\n"
+     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
+  for (const ir::Function *f : exported) {
+    os << "\n";
+    emitComment(os, docLines(module, *f), 0);
+    NameScope scope;
+    std::vector<std::string> decls;
+    for (const CParam &p : getCParams(module, *f, scope))
+      decls.push_back(cParamDecl(p));
+    os << joinWrapped("int " + cSymbolName(options.moduleName, f->getName()) +
+                          "(",
+                      decls, ");")
+       << "\n";
+  }
+  os << "\n#ifdef __cplusplus\n} // extern \"C\"\n\n"
+     << "#include \"gradc/Runtime.h\"\n\n"
+     << "namespace " << mangleIdentifier(options.moduleName) << " {\n";
+  NameScope functionNames;
+  for (const ir::Function *f : exported) {
+    os << "\n";
+    emitCppWrapper(os, module, *f, options, functionNames);
+  }
+  os << "\n} // namespace " << mangleIdentifier(options.moduleName) << "\n"
+     << "#endif // __cplusplus\n\n"
+     << "#endif // " << guard << "\n";
+}

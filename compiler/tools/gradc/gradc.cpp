@@ -14,16 +14,21 @@
 #include "gradc/AST/ASTDumper.h"
 #include "gradc/Emit/EmitCpp.h"
 #include "gradc/Emit/EmitHeader.h"
+#include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/Transforms/Passes.h"
 
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
 
 using namespace gradc;
 using namespace gradc::driver;
@@ -79,6 +84,18 @@ cl::opt<std::string> passes(
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
                         cl::cat(gradcCategory));
 
+cl::opt<std::string>
+    targetTriple("target",
+                 cl::desc("Target triple of --emit=llvm|obj (default: host)"),
+                 cl::value_desc("TRIPLE"), cl::init(""),
+                 cl::cat(gradcCategory));
+
+cl::opt<std::string> targetCPU(
+    "cpu",
+    cl::desc("Target CPU of --emit=llvm|obj (default: the host's; generic "
+             "with --target)"),
+    cl::value_desc("CPU"), cl::init(""), cl::cat(gradcCategory));
+
 cl::opt<std::string> callExpr("call", cl::desc("The call to evaluate"),
                               cl::value_desc("EXPR"), cl::sub(runCmd),
                               cl::Required, cl::cat(gradcCategory));
@@ -87,6 +104,16 @@ cl::opt<std::string> backend("backend",
                              cl::desc("How to run: interp (default)"),
                              cl::init("interp"), cl::sub(runCmd),
                              cl::sub(checkCmd), cl::cat(gradcCategory));
+
+cl::opt<uint64_t> checkSeed("seed",
+                            cl::desc("Seed of the random points (check)"),
+                            cl::init(20261130), cl::sub(checkCmd),
+                            cl::cat(gradcCategory));
+
+cl::opt<unsigned> checkPoints("points",
+                              cl::desc("Random points per function (check)"),
+                              cl::init(3), cl::sub(checkCmd),
+                              cl::cat(gradcCategory));
 
 cl::opt<std::string> moduleName(
     "module-name",
@@ -111,6 +138,48 @@ std::unique_ptr<llvm::ToolOutputFile> openOutput(bool binary) {
     return nullptr;
   }
   return out;
+}
+
+/// --emit=llvm and --emit=obj: the verified module, optimised at -O2
+/// (unoptimised with -O0), for the host or --target/--cpu.
+int emitLLVM(Compilation &c, bool object) {
+  emit::LLVMOptions options;
+  options.moduleName = moduleName.empty()
+                           ? emit::moduleNameFromPath(inputFile)
+                           : emit::sanitizeModuleName(moduleName);
+  options.triple = targetTriple;
+  options.cpu = targetCPU;
+  options.optLevel = noOpt ? 0 : 2;
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> tm =
+      emit::createTargetMachine(options, error);
+  if (!tm) {
+    c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
+    return c.finish();
+  }
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> module =
+      emit::buildLLVMModule(*c.ir, ctx, *tm, options, error);
+  if (!module) {
+    c.diags->report(SourceLoc(), diag::err_llvm_internal) << error;
+    return c.finish();
+  }
+  if (object && outputFile == "-" &&
+      llvm::sys::Process::StandardOutIsDisplayed()) {
+    c.diags->report(SourceLoc(), diag::err_llvm_obj_terminal);
+    return c.finish();
+  }
+  auto out = openOutput(object);
+  if (!out)
+    return 1;
+  if (!object)
+    module->print(out->os(), nullptr);
+  else if (!emit::writeObjectFile(*module, *tm, out->os(), error)) {
+    c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
+    return c.finish();
+  }
+  out->keep();
+  return c.finish();
 }
 
 int compileCommand(Compilation &c) {
@@ -185,8 +254,7 @@ int compileCommand(Compilation &c) {
   }
   case EmitKind::LLVM:
   case EmitKind::Obj:
-    llvm::errs() << "gradc: error: this --emit kind is not implemented yet\n";
-    return 1;
+    return emitLLVM(c, emitKind == EmitKind::Obj);
   }
   return c.finish();
 }
@@ -201,9 +269,8 @@ int main(int argc, char **argv) {
   Compilation c(verify);
   if (runCmd)
     return runCommand(c, inputFile, callExpr, backend, pipeline());
-  if (checkCmd) {
-    llvm::errs() << "gradc: error: 'gradc check' is not implemented yet\n";
-    return 1;
-  }
+  if (checkCmd)
+    return checkCommand(c, inputFile, backend, pipeline(), checkSeed,
+                        checkPoints);
   return compileCommand(c);
 }

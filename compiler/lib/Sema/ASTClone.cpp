@@ -57,9 +57,9 @@ ExprPtr cloneNode(const Expr &e) {
   }
   case Expr::Kind::Binary: {
     const auto &b = llvm::cast<BinaryExpr>(e);
-    auto copy = std::make_unique<BinaryExpr>(
-        b.getRange(), b.op, b.opLoc, sema::cloneExpr(b.lhs.get()),
-        sema::cloneExpr(b.rhs.get()));
+    auto copy = std::make_unique<BinaryExpr>(b.getRange(), b.op, b.opLoc,
+                                             sema::cloneExpr(b.lhs.get()),
+                                             sema::cloneExpr(b.rhs.get()));
     copy->rule = b.rule;
     return copy;
   }
@@ -77,9 +77,8 @@ ExprPtr cloneNode(const Expr &e) {
   }
   case Expr::Kind::Index: {
     const auto &i = llvm::cast<IndexExpr>(e);
-    return std::make_unique<IndexExpr>(i.getRange(),
-                                       sema::cloneExpr(i.base.get()), i.index,
-                                       i.indexRange);
+    return std::make_unique<IndexExpr>(
+        i.getRange(), sema::cloneExpr(i.base.get()), i.index, i.indexRange);
   }
   }
   llvm_unreachable("unknown expression kind");

@@ -111,8 +111,8 @@ void Sema::checkGradAnnotation(const Annotation &a, FnDecl &fn) {
   for (const Param &p : fn.params)
     paramNames.push_back(p.name.name);
   llvm::StringMap<const AnnotationArg *> named;
-  for (const AnnotationArg &arg : a.hasParens ? a.args
-                                              : std::vector<AnnotationArg>()) {
+  for (const AnnotationArg &arg :
+       a.hasParens ? a.args : std::vector<AnnotationArg>()) {
     if (arg.key) {
       report(arg.range.begin, diag::err_grad_arg_form)
           << sourceText(arg.range) << arg.range;
@@ -210,8 +210,9 @@ void Sema::checkCustomGradAnnotation(const Annotation &a, FnDecl &fn,
   params += fn.returnsTuple
                 ? "the list of results and the list of their cotangents"
                 : "the result and its cotangent";
-  if (!checkRuleArity(*rule, arg.value.range, "function " + quoted(fn.name.name),
-                      fn.params.size() + 2, params))
+  if (!checkRuleArity(*rule, arg.value.range,
+                      "function " + quoted(fn.name.name), fn.params.size() + 2,
+                      params))
     return;
   info.customGradRule = rule;
   info.customGradRange = arg.range;
@@ -251,8 +252,8 @@ void Sema::parseOverride(const Annotation &a, OverrideScope &scope) {
       continue;
     }
     if (const OverrideEntry *first = scope.find(op->kind)) {
-      report(key.range.begin, diag::err_override_twice) << op->name
-                                                        << key.range;
+      report(key.range.begin, diag::err_override_twice)
+          << op->name << key.range;
       note(first->opRange.begin, diag::note_override_first)
           << op->name << first->opRange;
       continue;
@@ -263,9 +264,9 @@ void Sema::parseOverride(const Annotation &a, OverrideScope &scope) {
     entry.argRange = arg.range;
     entry.rule = lookupRule(arg.value);
     if (entry.rule)
-      entry.arityOk = checkRuleArity(
-          *entry.rule, arg.value.range, quoted(op->name),
-          op->operandNames.size() + 2, describeRuleParams(*op));
+      entry.arityOk =
+          checkRuleArity(*entry.rule, arg.value.range, quoted(op->name),
+                         op->operandNames.size() + 2, describeRuleParams(*op));
     scope.entries.push_back(entry);
   }
 }

@@ -113,10 +113,9 @@ static bool containsFloatLiteral(const Expr *e) {
       return containsFloatLiteral(a.get());
     });
   case Expr::Kind::List:
-    return llvm::any_of(llvm::cast<ListExpr>(e)->elements,
-                        [](const ExprPtr &a) {
-                          return containsFloatLiteral(a.get());
-                        });
+    return llvm::any_of(
+        llvm::cast<ListExpr>(e)->elements,
+        [](const ExprPtr &a) { return containsFloatLiteral(a.get()); });
   default:
     return false;
   }
@@ -148,14 +147,14 @@ void Sema::checkGroup(llvm::ArrayRef<Expr *> exprs, llvm::ArrayRef<bool> shared,
   if (!groupType) {
     bool anyFloat = false;
     for (size_t i = 0; i < exprs.size(); ++i)
-      anyFloat |= inGroup(i) && isFlexible(exprs[i]) &&
-                  containsFloatLiteral(exprs[i]);
+      anyFloat |=
+          inGroup(i) && isFlexible(exprs[i]) && containsFloatLiteral(exprs[i]);
     groupType = anyFloat ? DType::F32 : DType::I32;
   }
   for (size_t i = 0; i < exprs.size(); ++i)
     if (isFlexible(exprs[i]))
-      types[i] = checkExpr(exprs[i], scope,
-                           inGroup(i) ? groupType : std::nullopt);
+      types[i] =
+          checkExpr(exprs[i], scope, inGroup(i) ? groupType : std::nullopt);
 }
 
 //===----------------------------------------------------------------------===//
@@ -238,8 +237,7 @@ static bool checkConstant(Sema &sema, const OpInfo &op, const AttrInfo &attr,
     if (scope.names.count(name) || scope.laterLets.count(name))
       return notConstant();
     std::vector<std::string> known;
-    bool wantsSize =
-        attr.kind == AttrKind::Shape || attr.kind == AttrKind::Dim;
+    bool wantsSize = attr.kind == AttrKind::Shape || attr.kind == AttrKind::Dim;
     if (wantsSize) {
       for (const auto &entry : scope.sizeNames)
         known.push_back(entry.getKey().str());
@@ -345,7 +343,8 @@ static std::string listNames(llvm::ArrayRef<AttrInfo> attrs) {
   return s;
 }
 
-/// call ::= op '(' operand, ... (attr-value, ...)? (name '=' attr-value, ...)? ')'
+/// call ::= op '(' operand, ... (attr-value, ...)? (name '=' attr-value, ...)?
+/// ')'
 ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
                             std::optional<DType> hint) {
   call.op = &op;

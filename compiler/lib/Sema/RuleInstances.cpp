@@ -62,8 +62,8 @@ void Sema::applyOverride(const OverrideEntry &entry, const OpInfo &op,
   params.push_back(result); // its cotangent
   std::vector<CotangentSlot> expected;
   for (size_t i = 0; i < operandTypes.size(); ++i) {
-    std::string operand = "operand " + quoted(op.operandNames[i]) + " of " +
-                          quoted(op.name);
+    std::string operand =
+        "operand " + quoted(op.operandNames[i]) + " of " + quoted(op.name);
     if (operandTypes[i].isTensor()) {
       expected.push_back({operandTypes[i].tensor, operand});
       continue;
@@ -92,11 +92,9 @@ void Sema::addInstanceCalls(const RuleInstance *instance,
     llvm::append_range(*sink, it->second);
 }
 
-const RuleInstance *
-Sema::instantiateRule(const RuleDecl &rule,
-                      const std::vector<ValueType> &paramTypes,
-                      llvm::ArrayRef<CotangentSlot> expected,
-                      const RuleUse &use) {
+const RuleInstance *Sema::instantiateRule(
+    const RuleDecl &rule, const std::vector<ValueType> &paramTypes,
+    llvm::ArrayRef<CotangentSlot> expected, const RuleUse &use) {
   if (brokenRules.contains(&rule) || paramTypes.size() != rule.params.size())
     return nullptr;
   std::string key;
@@ -219,8 +217,8 @@ void Sema::instantiateCustomGrad(FnDecl &fn, FnInfo &info) {
   use.count = plural(sig.params.size(), "parameter");
   use.range = info.customGradRange;
   use.annotation = info.customGradRange;
-  const RuleInstance *instance = instantiateRule(
-      *info.customGradRule, params, parameterSlots(fn, sig), use);
+  const RuleInstance *instance = instantiateRule(*info.customGradRule, params,
+                                                 parameterSlots(fn, sig), use);
   if (!instance)
     return;
   fn.customGrad = instance;

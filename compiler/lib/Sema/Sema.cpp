@@ -167,8 +167,8 @@ void Sema::collectDecls() {
     else if (RuleDecl *r = rules.lookup(name.name))
       first = r;
     if (first) {
-      report(name.range.begin, diag::err_redefinition) << name.name
-                                                       << name.range;
+      report(name.range.begin, diag::err_redefinition)
+          << name.name << name.range;
       note(first->name.range.begin, diag::note_first_definition)
           << name.name << first->name.range;
       continue;
@@ -251,9 +251,8 @@ void Sema::buildGradSignature(const FnDecl &fn, FnInfo &info) {
                     isFloat(sig.results[0].dtype);
   if (!scalarLoss) {
     for (size_t i = 0; i < sig.results.size(); ++i) {
-      grad.paramNames.push_back(sig.results.size() == 1
-                                    ? "d_out"
-                                    : "d_out" + std::to_string(i));
+      grad.paramNames.push_back(
+          sig.results.size() == 1 ? "d_out" : "d_out" + std::to_string(i));
       grad.params.push_back(sig.results[i]);
     }
   }
@@ -322,8 +321,8 @@ void Sema::checkFn(FnDecl &fn) {
   scope.calls = {&info.forwardCalls, &info.gradientCalls};
   for (size_t i = 0; i < fn.params.size(); ++i) {
     const Param &p = fn.params[i];
-    bindParam(p.name,
-              p.type ? ValueType::ofTensor(sig.params[i]) : ValueType(), scope);
+    bindParam(p.name, p.type ? ValueType::ofTensor(sig.params[i]) : ValueType(),
+              scope);
     if (p.type)
       for (const DimExpr &d : p.type->dims)
         if (d.dim.isNamed())

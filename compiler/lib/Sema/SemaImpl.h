@@ -35,7 +35,9 @@ namespace gradc::sema {
 class SemaDiag {
 public:
   SemaDiag() = default;
-  explicit SemaDiag(InFlightDiagnostic diag) { this->diag.emplace(std::move(diag)); }
+  explicit SemaDiag(InFlightDiagnostic diag) {
+    this->diag.emplace(std::move(diag));
+  }
   template <typename T> SemaDiag &operator<<(const T &value) {
     if (diag)
       *diag << value;
@@ -149,11 +151,11 @@ struct CotangentSlot {
 
 /// Where a rule is used, for its instantiation.
 struct RuleUse {
-  std::string target;      ///< "stack", or the function's name
+  std::string target;       ///< "stack", or the function's name
   bool forFunction = false; ///< @custom_grad rather than @override
-  std::string count;       ///< "2 operands", "1 parameter"
-  SourceRange range;       ///< the op or the @custom_grad argument
-  SourceRange annotation;  ///< the annotation that chose the rule
+  std::string count;        ///< "2 operands", "1 parameter"
+  SourceRange range;        ///< the op or the @custom_grad argument
+  SourceRange annotation;   ///< the annotation that chose the rule
 };
 
 /// Per-function results of the declaration pass.
@@ -231,8 +233,8 @@ public:
   //===--------------------------------------------------------------------===//
 
   /// Checks the statements of a body and returns its `return` (or null).
-  ast::ReturnStmt *checkBody(std::vector<ast::StmtPtr> &body,
-                             BodyScope &scope, SourceLoc declLoc);
+  ast::ReturnStmt *checkBody(std::vector<ast::StmtPtr> &body, BodyScope &scope,
+                             SourceLoc declLoc);
   void checkLet(ast::LetStmt &let, BodyScope &scope);
   void bindLetName(const ast::Ident &name, const ast::ValueType &type,
                    BodyScope &scope);
@@ -288,8 +290,8 @@ public:
                 const BodyScope &scope, AttrList &attrs);
   /// Infers the op's result types, reports a type error at `loc`, and
   /// applies an @override in force.
-  ast::ValueType finishOp(const OpInfo &op, llvm::ArrayRef<ast::ValueType>
-                                                operandTypes,
+  ast::ValueType finishOp(const OpInfo &op,
+                          llvm::ArrayRef<ast::ValueType> operandTypes,
                           AttrList &attrs, SourceLoc loc, SourceRange range,
                           ast::RuleChoice &rule, BodyScope &scope);
 

@@ -73,9 +73,9 @@ void Sema::checkLet(LetStmt &let, BodyScope &scope) {
   OverrideScope *outer = scope.overrides;
   if (!letOverrides.entries.empty())
     scope.overrides = &letOverrides;
-  ValueType value =
-      checkExpr(let.value.get(), scope,
-                declared ? std::optional<DType>(declared->dtype) : std::nullopt);
+  ValueType value = checkExpr(let.value.get(), scope,
+                              declared ? std::optional<DType>(declared->dtype)
+                                       : std::nullopt);
   scope.overrides = outer;
   warnUnusedOverrides(letOverrides);
 
@@ -379,8 +379,8 @@ ValueType Sema::checkFnCall(CallExpr &call, const Signature &sig,
     return ValueType();
   if (call.args.size() != sig.params.size()) {
     report(call.callee.range.begin, diag::err_call_arg_count)
-        << sig.name << plural(sig.params.size(), "argument")
-        << call.args.size() << call.getRange();
+        << sig.name << plural(sig.params.size(), "argument") << call.args.size()
+        << call.getRange();
     note(sig.fn->name.range.begin, diag::note_declared_here)
         << sig.fn->name.name << sig.fn->name.range;
     return ValueType();
@@ -451,8 +451,8 @@ bool Sema::unifyArguments(const CallExpr &call, const Signature &sig,
       if (it->second != have) {
         report(expr->getLoc(), diag::err_call_size_conflict)
             << name << sig.name << it->second.str()
-            << sig.paramNames[boundBy[name]] << have.str()
-            << sig.paramNames[i] << expr->getRange();
+            << sig.paramNames[boundBy[name]] << have.str() << sig.paramNames[i]
+            << expr->getRange();
         ok = false;
         break;
       }

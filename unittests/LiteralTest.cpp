@@ -118,6 +118,8 @@ TEST(Literal, SyntaxErrorsHaveColumns) {
   EXPECT_EQ(run("f(", {}),
             "error@2: expected an argument, got the end of the call");
   EXPECT_EQ(run("f(12abc)", {}), "error@4: unexpected character in a number");
+  std::string deep = "f(" + std::string(100000, '[');
+  EXPECT_EQ(run(deep, {}), "error@66: lists are nested more than 64 deep");
 }
 
 TEST(Literal, ConversionErrorsNameTheProblem) {

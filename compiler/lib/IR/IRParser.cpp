@@ -685,6 +685,7 @@ private:
         if (tok.kind != Tok::ValueName) {
           expected("a value ('%name') after ','");
           scope.hadError = true;
+          scope.fn->setReturns(returns);
           finishFunction(/*hasReturn=*/false);
           return false;
         }
@@ -720,7 +721,7 @@ private:
       }
       if (use.op)
         use.op->setOperand(use.index, it->second.first);
-      else
+      else if (use.index < scope.fn->getReturns().size())
         scope.fn->setReturn(use.index, it->second.first);
     }
     if (hasReturn && returnsResolved && !checkReturnTypes())

@@ -62,8 +62,10 @@ public:
   size_t getErrorColumn() const { return errorColumn; }
 
 private:
+  static constexpr unsigned maxNesting = 64;
   llvm::StringRef text;
   size_t pos = 0;
+  unsigned depth = 0;
   std::string error;
   size_t errorColumn = 0;
 
@@ -143,6 +145,10 @@ private:
 
   bool parseList(Literal &lit) {
     lit.kind = Literal::Kind::List;
+    // Deeper nesting than any tensor needs would only exhaust the stack.
+    if (++depth > maxNesting)
+      return fail("lists are nested more than " + std::to_string(maxNesting) +
+                  " deep");
     ++pos; // '['
     skipSpace();
     if (consume(']'))
@@ -154,6 +160,7 @@ private:
       lit.elements.push_back(std::move(element));
       skipSpace();
     } while (consume(','));
+    --depth;
     return expect(']', "expected ',' or ']' in a list");
   }
 

@@ -964,15 +964,81 @@ TEST(GradDiagnostics, UserRuleThatDoesNotFit) {
   {
     Env env;
     ir::Module module;
-    build(module, {f64({2}), f64({2})},
+    build(module, {f64({2}), f64({2}), f64({2}), f64({2})},
           [](Builder &, llvm::ArrayRef<Value *> p) {
             return std::vector<Value *>{p[1]};
           });
     EXPECT_FALSE(ad::differentiate(module, env.diags));
     EXPECT_EQ(env.consumer.messages(),
-              "rule 'bad.1' used for 'sin' takes 2 arguments, but it is "
+              "rule 'bad.1' used for 'sin' takes 4 arguments, but it is "
               "called with 3 (1 operands, 1 results and 1 cotangents)\n");
   }
+  {
+    Env env;
+    ir::Module module;
+    build(module, {f64({2}), f64({3}), f64({2})},
+          [](Builder &, llvm::ArrayRef<Value *> p) {
+            return std::vector<Value *>{p[0]};
+          });
+    EXPECT_FALSE(ad::differentiate(module, env.diags));
+    EXPECT_EQ(env.consumer.messages(),
+              "rule 'bad.1' used for 'sin' takes f64[3] as argument 1, but is "
+              "given f64[2]\n");
+  }
+}
+
+TEST(GradCheck, GradBlockRuleTakesOperandsAndCotangents) {
+  // A grad block's instance recomputes the function's lets and may take
+  // (operands..., cotangents...) only: here d(sin x) := 2 * dy. (The IR
+  // verifier asks for the full form, so this is not verified.)
+  Env env;
+  ir::Module module;
+  addRule(module, "f.grad", {f64({2}), f64({2})},
+          [](Builder &b, llvm::ArrayRef<Value *> p) {
+            return std::vector<Value *>{b.mul(b.scalar(DType::F64, 2.0), p[1])};
+          });
+  addFunction(
+      module, "f", {f64({2})}, [](Builder &b, llvm::ArrayRef<Value *> p) {
+        Value *y = b.unary(OpKind::Sin, p[0]);
+        y->getDefiningOp()->getGradRule() = ruleAttr("f.grad", "custom_grad");
+        return std::vector<Value *>{y};
+      });
+  ASSERT_TRUE(ad::differentiate(module, env.diags)) << env.consumer.messages();
+  auto grads =
+      run(module, "f_grad",
+          {makeTensor(f64({2}), {1, 2}), makeTensor(f64({2}), {3, 4})});
+  ASSERT_EQ(grads.size(), 1u);
+  EXPECT_EQ(grads[0].data, (std::vector<double>{6, 8}));
+}
+
+TEST(GradCheck, RuleSizesAreBoundAtTheUse) {
+  // A rule instance typed with size names (f64[N]) serves an op on f64[3],
+  // and the callee's N is replaced by 3 when the call is inlined.
+  Env env;
+  ir::Module module;
+  TensorType vecN(DType::F64, {Dim::named("N")});
+  addRule(module, "scale.1", {vecN, vecN, vecN},
+          [](Builder &b, llvm::ArrayRef<Value *> p) {
+            Value *doubled = b.mul(b.scalar(DType::F64, 2.0), p[2]);
+            AttrList shape;
+            shape.set("shape", Shape{Dim::named("N")});
+            return std::vector<Value *>{
+                b.create1(OpKind::Reshape, {doubled}, shape)};
+          });
+  addFunction(
+      module, "f", {f64({3})}, [](Builder &b, llvm::ArrayRef<Value *> p) {
+        Value *y = b.unary(OpKind::Identity, p[0]);
+        y->getDefiningOp()->getGradRule() = ruleAttr("scale.1", "override");
+        return std::vector<Value *>{b.create1(OpKind::Sum, {y})};
+      });
+  ASSERT_TRUE(differentiateAndVerify(module, env)) << env.consumer.messages();
+  for (const auto &op : module.lookup("f_grad")->getOps())
+    for (Value *r : op->getResults())
+      EXPECT_EQ(r->getType().str().find('N'), std::string::npos)
+          << r->getType().str();
+  auto grads = run(module, "f_grad", {makeTensor(f64({3}), {1, 2, 3})});
+  ASSERT_EQ(grads.size(), 1u);
+  EXPECT_EQ(grads[0].data, (std::vector<double>{2, 2, 2}));
 }
 
 } // namespace

@@ -31,6 +31,7 @@
 #include "GradContext.h"
 
 #include "gradc/IR/Inline.h"
+#include "gradc/IR/Verifier.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -292,7 +293,9 @@ Differentiator::findActive(const Function &grad,
 
 // A user rule instance takes (operands..., results..., cotangents...) and
 // returns one cotangent per operand; each is accumulated like a built-in
-// rule's contribution.
+// rule's contribution. The instance of a grad block recomputes the
+// function's `let`s itself and takes (operands..., cotangents...). Its
+// size names are bound by the arguments, as at any call.
 bool Differentiator::applyUserRule(GradContext &ctx, const Op &op) {
   const ir::GradRuleAttr &rule = op.getGradRule();
   const Function *fn = module.lookup(rule.function);
@@ -302,26 +305,30 @@ bool Differentiator::applyUserRule(GradContext &ctx, const Op &op) {
     return false;
   }
   unsigned numOperands = op.getNumOperands(), numResults = op.getNumResults();
-  unsigned numArgs = numOperands + 2 * numResults;
-  if (fn->getParams().size() != numArgs) {
+  unsigned numParams = fn->getParams().size();
+  bool takesResults = numParams == numOperands + 2 * numResults;
+  if (!takesResults && numParams != numOperands + numResults) {
     diags.report(op.getLoc(), diag::err_ad_rule_arity)
-        << rule.ruleName << opLabel(op) << fn->getParams().size() << numArgs
-        << numOperands << numResults;
+        << rule.ruleName << opLabel(op) << numParams
+        << numOperands + 2 * numResults << numOperands << numResults;
     return false;
   }
-  llvm::SmallVector<const TensorType *, 8> argTypes;
-  for (Value *v : op.getOperands())
-    argTypes.push_back(&v->getType());
-  for (unsigned pass = 0; pass < 2; ++pass)
-    for (Value *r : op.getResults())
-      argTypes.push_back(&r->getType());
-  for (unsigned i = 0; i < numArgs; ++i) {
-    const TensorType &expected = fn->getParam(i)->getType();
-    if (expected == *argTypes[i])
+  llvm::SmallVector<Value *, 8> args(op.getOperands());
+  if (takesResults)
+    llvm::append_range(args, op.getResults());
+  // The cotangents come last; zeros for results no gradient reached are
+  // made only once the rule is known to fit.
+  ir::SizeBindings sizes;
+  for (unsigned i = 0; i < numParams; ++i) {
+    const TensorType &param = fn->getParam(i)->getType();
+    const TensorType &arg = i < args.size()
+                                ? args[i]->getType()
+                                : op.getResult(i - args.size())->getType();
+    std::string conflict;
+    if (ir::unifyParamType(param, arg, sizes, conflict))
       continue;
     diags.report(op.getLoc(), diag::err_ad_rule_param_type)
-        << rule.ruleName << opLabel(op) << expected.str() << i
-        << argTypes[i]->str();
+        << rule.ruleName << opLabel(op) << param.str() << i << arg.str();
     return false;
   }
   if (fn->getReturns().size() != numOperands) {
@@ -334,7 +341,7 @@ bool Differentiator::applyUserRule(GradContext &ctx, const Op &op) {
   for (unsigned i = 0; i < numOperands; ++i) {
     // A cotangent fits when accumulate() can sum it to the operand's
     // shape: the operand's own type, or a broadcast of it.
-    const TensorType &ret = fn->getReturns()[i]->getType();
+    TensorType ret = ir::substituteSizes(fn->getReturns()[i]->getType(), sizes);
     const TensorType &operand = op.getOperand(i)->getType();
     std::optional<Shape> both = broadcastShapes(ret.shape, operand.shape);
     if (ret.dtype != operand.dtype || !both || *both != ret.shape) {
@@ -345,8 +352,6 @@ bool Differentiator::applyUserRule(GradContext &ctx, const Op &op) {
     returnTypes.push_back(ret);
   }
 
-  llvm::SmallVector<Value *, 8> args(op.getOperands());
-  llvm::append_range(args, op.getResults());
   for (Value *r : op.getResults())
     args.push_back(ctx.adjointOrZeros(r));
   auto cotangents = ctx.builder().call(rule.function, args, returnTypes);

@@ -2,13 +2,16 @@
 //
 // Straight-line code makes inlining a copy: the callee's ops go into the
 // caller at the call, with a value map from the callee's parameters to the
-// call's arguments. inlineAllCalls repeats this until no call it may
+// call's arguments. The callee's size names are replaced by the dimensions
+// they have at the call. inlineAllCalls repeats this until no call it may
 // inline is left, remembering for every copied op the chain of callees it
 // came through, so that recursion is found instead of looping forever.
 //
 //===----------------------------------------------------------------------===//
 
 #include "gradc/IR/Inline.h"
+
+#include "gradc/IR/Verifier.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -18,6 +21,20 @@
 using namespace gradc;
 using namespace gradc::ir;
 
+/// `attrs` with the size names in shape attributes (reshape's `shape`,
+/// split's `sizes`, one_hot's `depth`) replaced by their bindings.
+static AttrList substituteAttrSizes(const AttrList &attrs,
+                                    const SizeBindings &sizes) {
+  AttrList result;
+  for (const NamedAttr &attr : attrs.entries()) {
+    AttrValue value = attr.value;
+    if (Shape *shape = std::get_if<Shape>(&value))
+      *shape = substituteSizes(TensorType(DType::F32, *shape), sizes).shape;
+    result.set(attr.name, std::move(value));
+  }
+  return result;
+}
+
 std::vector<Value *> ir::inlineCall(Function &caller, Op *call,
                                     const Function &callee) {
   assert(call->getKind() == OpKind::Call && "inlining a non-call");
@@ -25,9 +42,18 @@ std::vector<Value *> ir::inlineCall(Function &caller, Op *call,
          "call arity differs from the callee's");
   size_t pos = caller.indexOf(call);
 
+  // The callee's size names take the caller's dimensions at this call:
+  // `N` of `fn h(x: f32[N])` becomes 3 in a call `h(a)` with `a: f32[3]`.
   llvm::DenseMap<const Value *, Value *> map;
-  for (auto [param, arg] : llvm::zip(callee.getParams(), call->getOperands()))
+  SizeBindings sizes;
+  for (auto [param, arg] : llvm::zip(callee.getParams(), call->getOperands())) {
     map[param] = arg;
+    std::string conflict;
+    bool unified =
+        unifyParamType(param->getType(), arg->getType(), sizes, conflict);
+    assert(unified && "inlining an ill-typed call");
+    (void)unified;
+  }
 
   // Values made by this inlining: only they may take a call result's name.
   llvm::DenseMap<const Value *, bool> fresh;
@@ -38,12 +64,12 @@ std::vector<Value *> ir::inlineCall(Function &caller, Op *call,
     llvm::SmallVector<TensorType, 1> types;
     std::vector<std::string> names;
     for (Value *r : calleeOp->getResults()) {
-      types.push_back(r->getType());
+      types.push_back(substituteSizes(r->getType(), sizes));
       names.push_back(r->getName().str());
     }
-    Op *copy =
-        caller.createOp(calleeOp->getKind(), operands, types,
-                        calleeOp->getAttrs(), calleeOp->getLoc(), names, pos++);
+    Op *copy = caller.createOp(calleeOp->getKind(), operands, types,
+                               substituteAttrSizes(calleeOp->getAttrs(), sizes),
+                               calleeOp->getLoc(), names, pos++);
     copy->getGradRule() = calleeOp->getGradRule();
     copy->setNote(calleeOp->getNote().empty() ? call->getNote()
                                               : calleeOp->getNote());
@@ -88,16 +114,15 @@ bool ir::inlineAllCalls(const Module &module, Function &fn,
       return false;
     }
     std::vector<std::string> chain = chains[op];
+    chains.erase(op);
     bool recursive = calleeName == fn.getName() ||
                      llvm::is_contained(chain, calleeName) || callee == &fn;
+    chain.push_back(calleeName);
     if (recursive) {
-      chain.push_back(calleeName);
       failure = {InlineFailure::Kind::Recursion, op->getLoc(), calleeName,
                  chain};
       return false;
     }
-    chains.erase(op);
-    chain.push_back(calleeName);
     size_t count = callee->getOps().size();
     inlineCall(fn, op, *callee);
     // The copies now sit at [i, i + count); look at them next, since they

@@ -67,6 +67,16 @@ const Annotation *findAnnotation(const Decl &decl, llvm::StringRef name) {
   return nullptr;
 }
 
+/// Where a function's gradient rule was chosen: its @custom_grad
+/// annotation, or its inline grad block.
+SourceLoc customGradLoc(const FnDecl &fn) {
+  if (const Annotation *a = findAnnotation(fn, "custom_grad"))
+    return a->range.begin;
+  if (fn.gradBlock)
+    return fn.gradBlock->range.begin;
+  return SourceLoc();
+}
+
 /// The whole-module state: which IR function implements which rule
 /// instance.
 class ModuleLowering {
@@ -75,6 +85,21 @@ public:
       : astModule(module), sm(sm), irModule(std::make_unique<ir::Module>()) {}
 
   std::unique_ptr<ir::Module> run();
+
+  /// Fills `attr` for a use of `inst` chosen by the annotation at
+  /// `annotation`; `via` is "override" or "custom_grad".
+  void makeRuleAttr(ir::GradRuleAttr &attr, const RuleInstance *inst,
+                    SourceLoc annotation, llvm::StringRef via) const {
+    attr.function = getRuleFunctionName(inst).str();
+    if (inst->rule)
+      attr.ruleName = inst->rule->name.name;
+    else if (inst->gradBlockOf)
+      attr.ruleName = "grad block of '" + inst->gradBlockOf->name.name + "'";
+    else
+      attr.ruleName = inst->name;
+    attr.via = via.str();
+    attr.annotationLoc = annotation;
+  }
 
   /// The IR function name of a rule instance.
   llvm::StringRef getRuleFunctionName(const RuleInstance *inst) const {
@@ -87,6 +112,7 @@ private:
   void nameRuleInstances();
   void lowerFn(const FnDecl &fn);
   void lowerRuleInstance(const RuleInstance &inst);
+  void addResultParams(ir::Function &irFn, const FnDecl &fn);
 
   const ast::Module &astModule;
   const SourceManager &sm;
@@ -309,14 +335,8 @@ Values BodyLowering::lowerFnCall(const CallExpr &e) {
   if (op && e.rule.instance) {
     setRule(op, e.rule, "custom_grad");
   } else if (op && !e.callsGrad && e.fn->customGrad) {
-    // Sema recorded the rule on the function only: point at the
-    // @custom_grad annotation, or at the inline grad block.
-    SourceLoc at;
-    if (const Annotation *a = findAnnotation(*e.fn, "custom_grad"))
-      at = a->range.begin;
-    else if (e.fn->gradBlock)
-      at = e.fn->gradBlock->range.begin;
-    setRule(op, e.fn->customGrad, at, "custom_grad");
+    // Sema recorded the rule on the function only.
+    setRule(op, e.fn->customGrad, customGradLoc(*e.fn), "custom_grad");
   }
   return results;
 }
@@ -350,18 +370,8 @@ void BodyLowering::setRule(ir::Op *op, const RuleChoice &choice,
 
 void BodyLowering::setRule(ir::Op *op, const RuleInstance *inst,
                            SourceLoc annotation, llvm::StringRef via) {
-  if (!inst)
-    return;
-  ir::GradRuleAttr &attr = op->getGradRule();
-  attr.function = module.getRuleFunctionName(inst).str();
-  if (inst->rule)
-    attr.ruleName = inst->rule->name.name;
-  else if (inst->gradBlockOf)
-    attr.ruleName = "grad block of '" + inst->gradBlockOf->name.name + "'";
-  else
-    attr.ruleName = inst->name;
-  attr.via = via.str();
-  attr.annotationLoc = annotation;
+  if (inst)
+    module.makeRuleAttr(op->getGradRule(), inst, annotation, via);
 }
 
 void BodyLowering::checkTypes(const Expr &e,
@@ -418,6 +428,11 @@ void ModuleLowering::lowerFn(const FnDecl &fn) {
     body.bind(name, {irFn->addParam(type, name)});
   }
   irFn->setReturns(body.lowerBody(fn.body));
+  if (fn.customGrad) {
+    ir::GradRuleAttr rule;
+    makeRuleAttr(rule, fn.customGrad, customGradLoc(fn), "custom_grad");
+    irFn->setCustomGrad(std::move(rule));
+  }
   if (fn.wantsGrad) {
     ir::Function::GradSpec spec;
     spec.gradName = fn.name.name + "_grad";
@@ -426,6 +441,15 @@ void ModuleLowering::lowerFn(const FnDecl &fn) {
       spec.loc = a->range.begin;
     irFn->setGradSpec(std::move(spec));
   }
+}
+
+/// The unused result parameters of a grad block's function: `result`, or
+/// `result.0`, `result.1`, ... for a tuple.
+void ModuleLowering::addResultParams(ir::Function &irFn, const FnDecl &fn) {
+  size_t n = fn.resultTypes.size();
+  for (size_t i = 0; i < n; ++i)
+    irFn.addParam(fn.resultTypes[i],
+                  n == 1 ? "result" : "result." + std::to_string(i));
 }
 
 /// A rule instance becomes a function of the op's operands, results and
@@ -439,7 +463,16 @@ void ModuleLowering::lowerRuleInstance(const RuleInstance &inst) {
   else if (inst.gradBlockOf && inst.gradBlockOf->gradBlock)
     irFn->setLoc(inst.gradBlockOf->gradBlock->range.begin);
   BodyLowering body(*this, *irFn);
+  // An inline grad block is bound to the function's parameters and its
+  // cotangents only (it sees the results through the copied `let`s), but
+  // every rule function takes (operands, results, cotangents): the
+  // results go in between, as parameters the body does not use.
+  size_t resultsAt = ~size_t(0);
+  if (const FnDecl *fn = inst.gradBlockOf)
+    resultsAt = fn->params.size();
   for (size_t i = 0; i < inst.paramNames.size(); ++i) {
+    if (i == resultsAt)
+      addResultParams(*irFn, *inst.gradBlockOf);
     const std::string &name = inst.paramNames[i].name;
     const ValueType &type =
         i < inst.paramTypes.size() ? inst.paramTypes[i] : ValueType();
@@ -453,6 +486,8 @@ void ModuleLowering::lowerRuleInstance(const RuleInstance &inst) {
           irFn->addParam(type.elements[k], name + "." + std::to_string(k)));
     body.bind(name, std::move(elements));
   }
+  if (resultsAt == inst.paramNames.size())
+    addResultParams(*irFn, *inst.gradBlockOf);
   Values returns = body.lowerBody(inst.body);
 #ifndef NDEBUG
   assert(returns.size() == inst.resultTypes.size() &&

@@ -49,15 +49,6 @@ using ir::Value;
 
 namespace {
 
-/// Whether `fn` returns one floating-point scalar, whose gradient is
-/// seeded with 1 instead of a cotangent parameter.
-bool returnsFloatScalar(const Function &fn) {
-  if (fn.getReturns().size() != 1)
-    return false;
-  const TensorType &t = fn.getReturns().front()->getType();
-  return t.isScalar() && isFloat(t.dtype);
-}
-
 /// `d_<name>` for a value the user named, or "" for a temporary.
 std::string adjointName(const Value *v) {
   if (v->getName().empty())
@@ -396,15 +387,18 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
 
 bool Differentiator::buildGradient(Function &fn, Function &grad) {
   const Function::GradSpec &spec = *fn.getGradSpec();
-  // 1. The signature.
+  // 1. The signature: fn's parameters, then the cotangents (if any).
+  llvm::SmallVector<TensorType, 8> paramTypes, gradTypes;
+  fn.getGradSignature(paramTypes, gradTypes);
   for (Value *p : fn.getParams())
     grad.addParam(p->getType(), p->getName());
-  bool seedIsOne = returnsFloatScalar(fn);
   llvm::SmallVector<Value *, 2> cotangents;
-  if (!seedIsOne)
-    for (unsigned i = 0; i < fn.getReturns().size(); ++i)
-      cotangents.push_back(
-          grad.addParam(fn.getReturns()[i]->getType(), cotangentName(fn, i)));
+  for (unsigned i = fn.getParams().size(); i < paramTypes.size(); ++i) {
+    unsigned result = i - fn.getParams().size();
+    cotangents.push_back(
+        grad.addParam(paramTypes[i], cotangentName(fn, result)));
+  }
+  bool seedIsOne = cotangents.empty() && !fn.getReturns().empty();
 
   // 2. The forward body: a call of fn, inlined with everything it calls
   // except the calls that carry a rule.

@@ -195,6 +195,26 @@ public:
   const std::optional<GradSpec> &getGradSpec() const { return gradSpec; }
   void setGradSpec(GradSpec spec) { gradSpec = std::move(spec); }
 
+  /// The signature of the gradient that the GradSpec asks for (SPEC.md):
+  /// this function's parameter types, then one cotangent per result unless
+  /// it returns one floating-point scalar (whose seed is 1); it returns the
+  /// types of the `wrt` parameters. Lets a call of a gradient that is not
+  /// generated yet be typed before differentiation.
+  void getGradSignature(llvm::SmallVectorImpl<TensorType> &paramTypes,
+                        llvm::SmallVectorImpl<TensorType> &resultTypes) const {
+    for (const Value *p : params)
+      paramTypes.push_back(p->getType());
+    bool seedIsOne = returns.size() == 1 && returns[0]->getType().isScalar() &&
+                     isFloat(returns[0]->getType().dtype);
+    if (!seedIsOne)
+      for (const Value *r : returns)
+        paramTypes.push_back(r->getType());
+    if (gradSpec)
+      for (unsigned i : gradSpec->wrt)
+        if (i < params.size())
+          resultTypes.push_back(params[i]->getType());
+  }
+
   /// Set on a @custom_grad function (or one with a grad block): the rule
   /// that is its gradient. Calls of the function carry the same rule as
   /// their GradRuleAttr; differentiation reads this copy for the

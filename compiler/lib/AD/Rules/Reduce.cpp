@@ -31,10 +31,18 @@ Shape keptShape(const ir::Op &op) {
   return kept;
 }
 
-/// `v` (shaped like the op's result) reshaped to the keepdims shape K.
+/// `v` (shaped like the op's result) in a shape that broadcasts against the
+/// operand: reshaped to the keepdims shape K, unless the reduced axes are
+/// the leading ones, where NumPy's right-aligned broadcasting already fits.
 Value *withKeptAxes(GradContext &ctx, const ir::Op &op, Value *v) {
   Shape kept = keptShape(op);
   if (v->getType().shape == kept)
+    return v;
+  const std::vector<int64_t> &axes = reducedAxes(op);
+  bool leadingOnly = true;
+  for (size_t i = 0; i < axes.size(); ++i)
+    leadingOnly &= axes[i] == int64_t(i);
+  if (leadingOnly && !op.getAttrs().getBool("keepdims"))
     return v;
   return ctx.builder().reshape(v, kept);
 }

@@ -1790,11 +1790,15 @@ void ModuleLowering::run() {
   // Exported functions, and the rule instances that they call.
   std::vector<const ir::Function *> toLower;
   llvm::DenseSet<const ir::Function *> seen;
-  for (const auto &fn : module.getFunctions())
-    if (fn->getRole() != ir::Function::Role::RuleInstance) {
+  for (const auto &fn : module.getFunctions()) {
+    bool isRoot = options.roots.empty()
+                      ? fn->getRole() != ir::Function::Role::RuleInstance
+                      : llvm::is_contained(options.roots, fn->getName());
+    if (isRoot) {
       toLower.push_back(fn.get());
       seen.insert(fn.get());
     }
+  }
   for (size_t i = 0; i < toLower.size(); ++i)
     for (const auto &op : toLower[i]->getOps())
       if (op->getKind() == OpKind::Call)
@@ -1810,7 +1814,8 @@ void ModuleLowering::run() {
       FunctionLowering(*this, *fn, functions.lookup(fn->getName())).run();
   if (options.jitWrappers)
     for (const auto &fn : module.getFunctions())
-      if (fn->getRole() != ir::Function::Role::RuleInstance)
+      if (seen.contains(fn.get()) &&
+          fn->getRole() != ir::Function::Role::RuleInstance)
         emitWrapper(*fn, functions.lookup(fn->getName()));
 }
 

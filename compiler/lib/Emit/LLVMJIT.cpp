@@ -153,9 +153,9 @@ struct JITModule::Impl {
 JITModule::JITModule(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 JITModule::~JITModule() = default;
 
-std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
-                                             unsigned optLevel,
-                                             std::string &error) {
+std::unique_ptr<JITModule>
+JITModule::create(const ir::Module &module, unsigned optLevel,
+                  std::string &error, llvm::ArrayRef<std::string> roots) {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
@@ -180,6 +180,7 @@ std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
   options.moduleName = jitModuleName;
   options.optLevel = optLevel;
   options.jitWrappers = true;
+  options.roots.assign(roots.begin(), roots.end());
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvmModule =
       buildLLVMModule(module, *ctx, **tm, options, error);
@@ -258,7 +259,8 @@ bool emit::runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                           llvm::ArrayRef<ir::Tensor> args,
                           std::vector<ir::Tensor> &results,
                           std::string &error) {
-  std::unique_ptr<JITModule> jit = JITModule::create(module, 2, error);
+  std::unique_ptr<JITModule> jit =
+      JITModule::create(module, 2, error, {fnName.str()});
   return jit && jit->call(fnName, args, results, error);
 }
 

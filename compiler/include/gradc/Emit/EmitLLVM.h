@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace llvm {
 class LLVMContext;
@@ -42,6 +43,9 @@ struct LLVMOptions {
   /// Also emit `__gradc_call_<symbol>(sizes, args, outs)` per exported
   /// function, the uniform entry point that the JIT calls.
   bool jitWrappers = false;
+  /// When not empty, lower only these functions and what they call (the
+  /// JIT compiles just the function it runs).
+  std::vector<std::string> roots;
 };
 
 /// The C symbol of a function: `<module>_<function>`, every character

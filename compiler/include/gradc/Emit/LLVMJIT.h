@@ -30,9 +30,12 @@ public:
   ~JITModule();
 
   /// Lowers, optimises (LLVM level `optLevel`) and compiles `module` for
-  /// the host. Null with `error` set on failure.
+  /// the host: the functions in `roots` and what they call, or every
+  /// exported function when `roots` is empty. Null with `error` set on
+  /// failure.
   static std::unique_ptr<JITModule>
-  create(const ir::Module &module, unsigned optLevel, std::string &error);
+  create(const ir::Module &module, unsigned optLevel, std::string &error,
+         llvm::ArrayRef<std::string> roots = {});
 
   /// Calls `fnName` on `args`, whose shapes must fit the signature (the
   /// driver checks them). False with `error` set on a shape mismatch or a

@@ -44,10 +44,11 @@ std::string computationKey(const Op &op) {
   os << "}->";
   for (const Value *r : op.getResults())
     os << r->getType().str() << ',';
+  // The rule function is the instance of a rule at one use, so it
+  // identifies the rule; where the annotation was written does not matter.
   const GradRuleAttr &rule = op.getGradRule();
   if (rule.isSet())
-    os << " rule " << rule.function << '/' << rule.ruleName << '/' << rule.via
-       << '@' << rule.annotationLoc.getRaw();
+    os << " rule " << rule.function << '/' << rule.ruleName << '/' << rule.via;
   return key;
 }
 

@@ -24,6 +24,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <cstdlib>
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -52,6 +53,22 @@ std::optional<double> splatValue(llvm::ArrayRef<double> values) {
     if (!sameElement(d, values.front()))
       return std::nullopt;
   return values.front();
+}
+
+/// The value to store for the f32 element `v` (a double that is exactly a
+/// float): the shortest decimal that reads back as the same float, so that
+/// a folded 0.1f prints as `0.1`, not `0.10000000149011612`. A constant's
+/// values are rounded to its element type, so both mean the same; the
+/// check guards against a decimal that would round twice differently.
+double storedElement(double v, DType dtype) {
+  if (dtype != DType::F32 || !std::isfinite(v))
+    return v;
+  float f = static_cast<float>(v);
+  double shortest = std::strtod(formatFloat(f).c_str(), nullptr);
+  if (static_cast<float>(shortest) != f ||
+      std::signbit(shortest) != std::signbit(f))
+    return v;
+  return shortest;
 }
 
 /// Elementwise ops: each result element depends on the elements at the
@@ -200,20 +217,16 @@ bool Folder::canonicalizeConstant(Op &op) {
   return false;
 }
 
-/// ones_like(x) of a known type is the constant 1 of that type, which no
-/// longer needs x.
+/// ones_like(x) is the splat constant 1 of x's type (size names
+/// included), which no longer needs x.
 bool Folder::foldOnesLike(Op &op) {
-  if (!knownNumElements(op.getResult()->getType().shape))
-    return false;
   return replaceByConstants(op, {std::vector<double>{1.0}});
 }
 
 /// An elementwise op on splats is evaluated once, on scalars of the same
 /// element types; a layout op on splats of one value gives that value.
+/// Either way the result is a splat, so its shape may have size names.
 bool Folder::foldSplat(Op &op) {
-  int64_t elements;
-  if (!hasKnownShapes(op.getResults(), elements))
-    return false;
   llvm::SmallVector<double, 3> splats;
   for (const Value *v : op.getOperands()) {
     std::optional<double> s = splatValue(*getConstantValues(v));
@@ -285,8 +298,13 @@ bool Folder::foldSmall(Op &op) {
 bool Folder::replaceByConstants(Op &op,
                                 llvm::ArrayRef<std::vector<double>> values) {
   llvm::SmallVector<Value *, 2> constants;
-  for (auto [result, v] : llvm::zip(op.getResults(), values))
-    constants.push_back(rewriter.createConstant(result->getType(), v, op));
+  for (auto [result, v] : llvm::zip(op.getResults(), values)) {
+    DType dtype = result->getType().dtype;
+    std::vector<double> stored;
+    for (double d : v)
+      stored.push_back(storedElement(d, dtype));
+    constants.push_back(rewriter.createConstant(result->getType(), stored, op));
+  }
   return rewriter.replaceOp(op, constants);
 }
 

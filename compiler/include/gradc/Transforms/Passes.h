@@ -81,14 +81,14 @@ bool runSimplify(ir::Module &module, DiagnosticEngine &diags);
 /// `fold`: constant folding with the reference interpreter. In each
 /// function:
 ///  1. A constant whose elements are all equal becomes a splat constant.
-///  2. `ones_like(x)` of a fully known type becomes a splat constant 1.
+///  2. `ones_like(x)` becomes a splat constant 1 of x's type.
 ///  3. An op whose operands are all constants and whose results have
 ///     known shapes with at most 64 elements in all is evaluated by
 ///     ir::interpret on a one-op module and replaced by constants.
 ///  4. An elementwise op on splat constants is evaluated once on scalars,
 ///     and a layout op (`transpose`, `reshape`, `broadcast_to`, `stack`,
-///     `concat`, `unstack`, `split`) on splats of one value gives a splat,
-///     whatever the size.
+///     `concat`, `unstack`, `split`) or `max` on splats of one value gives
+///     a splat, whatever the size, size names included.
 /// An op whose evaluation fails (an integer division by zero) is kept, so
 /// the error still happens at run time.
 bool runConstantFold(ir::Module &module, DiagnosticEngine &diags);

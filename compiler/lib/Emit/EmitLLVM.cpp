@@ -1873,7 +1873,7 @@ emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
     cpu = "generic";
   }
   std::unique_ptr<llvm::MCSubtargetInfo> sti(
-      target->createMCSubtargetInfo(triple.str(), cpu, ""));
+      target->createMCSubtargetInfo(triple.str(), "", ""));
   if (!sti || (cpu != "generic" && !sti->isCPUStringValid(cpu))) {
     error = "unknown CPU '" + cpu + "' for target '" + triple.str() + "'";
     return nullptr;

@@ -52,11 +52,14 @@ llvm::SmallVector<TensorType, 2> flattenType(const ValueType &type) {
   return types;
 }
 
-/// Whether lowering may (re)name `v` after a `let`: temporaries and values
-/// with a derived name (`parts.0`) take the user's name; parameters and
-/// values the user already named keep theirs.
-bool mayRename(const ir::Value *v) {
-  return !v->isParam() && (v->getName().empty() || v->getName().contains('.'));
+/// Whether a `let` may (re)name `v`: a temporary takes the user's name,
+/// and so does a list element with a derived name (`parts.0`) when it is
+/// bound alone (`let p = parts[0]`); parameters and values the user named
+/// keep their names, and a list literal of named values renames nothing.
+bool mayRename(const ir::Value *v, bool bindsAlone) {
+  if (v->isParam())
+    return false;
+  return v->getName().empty() || (bindsAlone && v->getName().contains('.'));
 }
 
 /// The annotation `name` of a declaration, if present.
@@ -188,7 +191,7 @@ void BodyLowering::lowerLet(const LetStmt &let) {
     assert(values.size() == let.names.size() &&
            "Sema checked the destructuring count");
     for (size_t i = 0; i < let.names.size() && i < values.size(); ++i) {
-      if (mayRename(values[i]))
+      if (mayRename(values[i], /*bindsAlone=*/true))
         values[i]->setName(let.names[i].name);
       env[let.names[i].name] = {values[i]};
     }
@@ -199,7 +202,7 @@ void BodyLowering::lowerLet(const LetStmt &let) {
   bool isList = let.value->type.kind == ValueType::List ||
                 let.value->type.kind == ValueType::Tuple || values.size() != 1;
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!mayRename(values[i]))
+    if (!mayRename(values[i], /*bindsAlone=*/!isList))
       continue;
     values[i]->setName(isList ? name + "." + std::to_string(i) : name);
   }

@@ -126,7 +126,11 @@ std::string Differentiator::ruleNote(const Op &op) const {
   const ir::GradRuleAttr &rule = op.getGradRule();
   if (!rule.isSet())
     return note + ": built-in rule";
-  note += ": rule '" + rule.ruleName + "' from @" + rule.via;
+  // IRGen names the rule of a grad block "grad block of 'f'".
+  if (llvm::StringRef(rule.ruleName).starts_with("grad block"))
+    note += ": the " + rule.ruleName;
+  else
+    note += ": rule '" + rule.ruleName + "' from @" + rule.via;
   std::string annotation = locText(rule.annotationLoc);
   if (!annotation.empty())
     note += " at " + annotation;
@@ -403,7 +407,7 @@ bool Differentiator::buildGradient(Function &fn, Function &grad) {
   // 2. The forward body: a call of fn, inlined with everything it calls
   // except the calls that carry a rule.
   ir::Builder b(grad);
-  b.setLoc(spec.loc);
+  b.setLoc(fn.getLoc().isValid() ? fn.getLoc() : spec.loc);
   llvm::SmallVector<TensorType, 2> resultTypes;
   for (Value *r : fn.getReturns())
     resultTypes.push_back(r->getType());

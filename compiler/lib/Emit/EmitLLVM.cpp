@@ -216,6 +216,10 @@ private:
   llvm::Value *linearIndex(llvm::ArrayRef<llvm::Value *> dimValues,
                            llvm::ArrayRef<llvm::Value *> idx);
   llvm::Value *i64(int64_t v) { return b.getInt64(v); }
+  /// Index arithmetic (never wraps), folding multiplications by 0 and 1
+  /// and additions of 0 so the unoptimised IR stays readable.
+  llvm::Value *mulIdx(llvm::Value *x, llvm::Value *y);
+  llvm::Value *addIdx(llvm::Value *x, llvm::Value *y);
 
   // Control flow.
   void forLoop(llvm::Value *n, const llvm::Twine &name,
@@ -405,10 +409,31 @@ FunctionLowering::dims(const TensorType &t) {
 }
 
 llvm::Value *FunctionLowering::product(llvm::ArrayRef<llvm::Value *> values) {
-  llvm::Value *p = i64(1);
+  llvm::Value *p = nullptr;
   for (llvm::Value *v : values)
-    p = b.CreateNUWMul(p, v);
-  return p;
+    p = p ? mulIdx(p, v) : v;
+  return p ? p : i64(1);
+}
+
+static bool isConstant(llvm::Value *v, uint64_t c) {
+  auto *k = llvm::dyn_cast<llvm::ConstantInt>(v);
+  return k && k->getZExtValue() == c;
+}
+
+llvm::Value *FunctionLowering::mulIdx(llvm::Value *x, llvm::Value *y) {
+  if (isConstant(x, 1) || isConstant(y, 0))
+    return y;
+  if (isConstant(y, 1) || isConstant(x, 0))
+    return x;
+  return b.CreateNUWMul(x, y);
+}
+
+llvm::Value *FunctionLowering::addIdx(llvm::Value *x, llvm::Value *y) {
+  if (isConstant(x, 0))
+    return y;
+  if (isConstant(y, 0))
+    return x;
+  return b.CreateNUWAdd(x, y);
 }
 
 /// ((i0 * d1 + i1) * d2 + i2) ...: the row-major offset of `idx`.
@@ -418,7 +443,7 @@ FunctionLowering::linearIndex(llvm::ArrayRef<llvm::Value *> dimValues,
   assert(dimValues.size() == idx.size() && "index rank mismatch");
   llvm::Value *offset = i64(0);
   for (size_t i = 0; i < idx.size(); ++i)
-    offset = b.CreateNUWAdd(b.CreateNUWMul(offset, dimValues[i]), idx[i]);
+    offset = addIdx(mulIdx(offset, dimValues[i]), idx[i]);
   return offset;
 }
 
@@ -480,7 +505,11 @@ void FunctionLowering::failIf(llvm::Value *cond, Status status) {
 /// size, otherwise from malloc (size overflow or a null result returns
 /// GRADC_ERROR_ALLOC). Heap temporaries are freed at the exit block.
 llvm::Value *FunctionLowering::allocTemp(const TensorType &type,
-                                         const llvm::Twine &name) {
+                                         const llvm::Twine &twine) {
+  // Unnamed IR values become `t`, `t1`, ... in the LLVM IR.
+  std::string name = twine.str();
+  if (name.empty())
+    name = "t";
   llvm::Type *elt = elementType(type.dtype);
   int64_t eltSize = llfn->getDataLayout().getTypeAllocSize(elt);
   std::optional<int64_t> known = knownNumElements(type.shape);
@@ -574,13 +603,11 @@ void FunctionLowering::copyElements(DType t, llvm::Value *dst,
                                     llvm::Value *srcOffset, llvm::Value *rows,
                                     llvm::Value *cols) {
   forLoop(rows, "r", [&](llvm::Value *r) {
-    llvm::Value *dstRow =
-        b.CreateNUWAdd(dstOffset, b.CreateNUWMul(r, dstStride));
-    llvm::Value *srcRow =
-        b.CreateNUWAdd(srcOffset, b.CreateNUWMul(r, srcStride));
+    llvm::Value *dstRow = addIdx(dstOffset, mulIdx(r, dstStride));
+    llvm::Value *srcRow = addIdx(srcOffset, mulIdx(r, srcStride));
     forLoop(cols, "j", [&](llvm::Value *j) {
-      llvm::Value *x = loadElement(t, src, b.CreateNUWAdd(srcRow, j));
-      storeElement(t, x, dst, b.CreateNUWAdd(dstRow, j));
+      llvm::Value *x = loadElement(t, src, addIdx(srcRow, j));
+      storeElement(t, x, dst, addIdx(dstRow, j));
     });
   });
 }
@@ -896,6 +923,11 @@ llvm::Value *FunctionLowering::intOp(OpKind kind,
     llvm::Value *y = args[1];
     llvm::Value *isZero = b.CreateICmpEQ(y, zero);
     llvm::Value *isMinusOne = b.CreateICmpEQ(y, b.getInt32(-1));
+    if (!divZeroFlag) {
+      llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+      divZeroFlag = ab.CreateAlloca(b.getInt1Ty(), nullptr, "div.by.zero");
+      ab.CreateStore(ab.getFalse(), divZeroFlag);
+    }
     llvm::Value *flag = b.CreateLoad(b.getInt1Ty(), divZeroFlag);
     b.CreateStore(b.CreateOr(flag, isZero), divZeroFlag);
     pendingDivCheck = true;
@@ -1062,7 +1094,7 @@ void FunctionLowering::lowerReduce(const ir::Op &op) {
   llvm::SmallVector<llvm::Value *, 4> xDims = dims(xType);
   llvm::Value *count = i64(1);
   for (int64_t a : axes)
-    count = b.CreateNUWMul(count, xDims[a]);
+    count = mulIdx(count, xDims[a]);
   auto finish = [&](llvm::Value *acc) -> llvm::Value * {
     if (kind == OpKind::Mean)
       acc = b.CreateFDiv(acc, b.CreateSIToFP(count, accTy));
@@ -1101,15 +1133,39 @@ void FunctionLowering::lowerReduce(const ir::Op &op) {
   }
 
   llvm::Value *out = resultBuffer(result);
+  llvm::SmallVector<llvm::Value *, 4> keptDims, reducedDims;
+  for (unsigned i = 0; i < xType.getRank(); ++i)
+    (llvm::is_contained(axes, int64_t(i)) ? reducedDims : keptDims)
+        .push_back(xDims[i]);
+  // Reduced axes at the end (axis = -1, say): each output's elements are
+  // contiguous, so one accumulator in a register per output position.
+  bool trailing = llvm::all_of(axes, [&](int64_t a) {
+    return a >= int64_t(xType.getRank() - axes.size());
+  });
+  if (trailing) {
+    llvm::IRBuilder<> ab(allocaBlock->getTerminator());
+    llvm::AllocaInst *acc = ab.CreateAlloca(accTy, nullptr, "acc");
+    forNest(keptDims, [&](llvm::ArrayRef<llvm::Value *> keptIdx) {
+      b.CreateStore(init, acc);
+      forNest(reducedDims, [&](llvm::ArrayRef<llvm::Value *> reducedIdx) {
+        Index idx;
+        idx.multi.assign(keptIdx.begin(), keptIdx.end());
+        idx.multi.append(reducedIdx.begin(), reducedIdx.end());
+        llvm::Value *v = elementOf(x, idx);
+        b.CreateStore(combine(b.CreateLoad(accTy, acc), v), acc);
+      });
+      storeElement(t, finish(b.CreateLoad(accTy, acc, "sum")), out,
+                   linearIndex(keptDims, keptIdx));
+    });
+    setMemory(result, out);
+    return;
+  }
+  // Otherwise one pass in the operand's order into a row of accumulators.
   TensorType accTensor(accType, result->getType().shape);
   llvm::Value *accMem = accType == t ? out : allocTemp(accTensor, "acc");
   llvm::Value *n = numElements(result->getType());
   forLoop(n, "i",
           [&](llvm::Value *i) { storeElement(accType, init, accMem, i); });
-  llvm::SmallVector<llvm::Value *, 4> keptDims;
-  for (unsigned i = 0; i < xType.getRank(); ++i)
-    if (!llvm::is_contained(axes, int64_t(i)))
-      keptDims.push_back(xDims[i]);
   forNest(xDims, [&](llvm::ArrayRef<llvm::Value *> multi) {
     llvm::SmallVector<llvm::Value *, 4> kept;
     for (unsigned i = 0; i < multi.size(); ++i)
@@ -1233,10 +1289,7 @@ void FunctionLowering::lowerSoftmax(const ir::Op &op) {
     forLoop(s.inner, "n", [&](llvm::Value *n) {
       // x[o, k, n] = xMem[(o * extent + k) * inner + n]
       auto offsetOf = [&](llvm::Value *k) {
-        return b.CreateNUWAdd(
-            b.CreateNUWMul(b.CreateNUWAdd(b.CreateNUWMul(o, s.extent), k),
-                           s.inner),
-            n);
+        return addIdx(mulIdx(addIdx(mulIdx(o, s.extent), k), s.inner), n);
       };
       auto load = [&](llvm::Value *k) {
         return widen(t, loadElement(t, xMem, offsetOf(k)));
@@ -1306,8 +1359,8 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
     row.push_back(bType.getRank() == 1 ? Dim::known(1) : bType.shape.back());
     accRow = allocTemp(TensorType(DType::F64, row), "acc");
   }
-  llvm::Value *mk = b.CreateNUWMul(m, k), *kn = b.CreateNUWMul(k, n);
-  llvm::Value *mn = b.CreateNUWMul(m, n);
+  llvm::Value *mk = mulIdx(m, k), *kn = mulIdx(k, n);
+  llvm::Value *mn = mulIdx(m, n);
   // The linear batch index of an operand: broadcast axes read index 0.
   auto batchOffset = [&](const Shape &operand,
                          llvm::ArrayRef<llvm::Value *> idx) {
@@ -1316,26 +1369,22 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
   };
   bool isF = isFloat(t);
   forNest(dims(TensorType(t, cBatch)), [&](llvm::ArrayRef<llvm::Value *> bi) {
-    llvm::Value *aOff = b.CreateNUWMul(batchOffset(aBatch, bi), mk);
-    llvm::Value *bOff = b.CreateNUWMul(batchOffset(bBatch, bi), kn);
+    llvm::Value *aOff = mulIdx(batchOffset(aBatch, bi), mk);
+    llvm::Value *bOff = mulIdx(batchOffset(bBatch, bi), kn);
     llvm::Value *cOff =
-        b.CreateNUWMul(linearIndex(dims(TensorType(t, cBatch)), bi), mn);
+        mulIdx(linearIndex(dims(TensorType(t, cBatch)), bi), mn);
     forLoop(m, "i", [&](llvm::Value *i) {
-      llvm::Value *cRow = b.CreateNUWAdd(cOff, b.CreateNUWMul(i, n));
+      llvm::Value *cRow = addIdx(cOff, mulIdx(i, n));
       llvm::Value *acc = wideAcc ? accRow : elementPtr(t, out, cRow);
       forLoop(n, "j", [&](llvm::Value *j) {
         storeElement(accType, constantElement(accType, 0), acc, j);
       });
       forLoop(k, "k", [&](llvm::Value *kk) {
         llvm::Value *aik = widen(
-            t,
-            loadElement(t, aMem,
-                        b.CreateNUWAdd(
-                            aOff, b.CreateNUWAdd(b.CreateNUWMul(i, k), kk))));
-        llvm::Value *bRow = b.CreateNUWAdd(bOff, b.CreateNUWMul(kk, n));
+            t, loadElement(t, aMem, addIdx(aOff, addIdx(mulIdx(i, k), kk))));
+        llvm::Value *bRow = addIdx(bOff, mulIdx(kk, n));
         forLoop(n, "j", [&](llvm::Value *j) {
-          llvm::Value *bkj =
-              widen(t, loadElement(t, bMem, b.CreateNUWAdd(bRow, j)));
+          llvm::Value *bkj = widen(t, loadElement(t, bMem, addIdx(bRow, j)));
           llvm::Value *c = elementPtr(accType, acc, j);
           llvm::Value *old = b.CreateLoad(elementType(accType), c);
           llvm::Value *sum = isF ? b.CreateFAdd(old, b.CreateFMul(aik, bkj))
@@ -1346,7 +1395,7 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
       if (wideAcc)
         forLoop(n, "j", [&](llvm::Value *j) {
           storeElement(t, narrow(t, loadElement(accType, accRow, j)), out,
-                       b.CreateNUWAdd(cRow, j));
+                       addIdx(cRow, j));
         });
     });
   });
@@ -1406,9 +1455,8 @@ void FunctionLowering::lowerStack(const ir::Op &op) {
       storeElement(t, scalarOf(v), out, i64(k));
       continue;
     }
-    copyElements(t, out, b.CreateNUWMul(s.extent, s.inner),
-                 b.CreateNUWMul(i64(k), s.inner), memoryOf(v), s.inner, i64(0),
-                 s.outer, s.inner);
+    copyElements(t, out, mulIdx(s.extent, s.inner), mulIdx(i64(k), s.inner),
+                 memoryOf(v), s.inner, i64(0), s.outer, s.inner);
   }
   setMemory(result, out);
 }
@@ -1429,16 +1477,15 @@ void FunctionLowering::lowerUnstackOrSplit(const ir::Op &op) {
     if (part->getType().isScalar()) {
       setScalar(part, loadElement(t, xMem, offset));
     } else if (axis == 0 && !outputFor.count(part)) {
-      setMemory(part, elementPtr(t, xMem, b.CreateNUWMul(offset, s.inner)));
+      setMemory(part, elementPtr(t, xMem, mulIdx(offset, s.inner)));
     } else {
       llvm::Value *out = resultBuffer(part);
-      llvm::Value *partRow = b.CreateNUWMul(size, s.inner);
-      copyElements(t, out, partRow, i64(0), xMem,
-                   b.CreateNUWMul(s.extent, s.inner),
-                   b.CreateNUWMul(offset, s.inner), s.outer, partRow);
+      llvm::Value *partRow = mulIdx(size, s.inner);
+      copyElements(t, out, partRow, i64(0), xMem, mulIdx(s.extent, s.inner),
+                   mulIdx(offset, s.inner), s.outer, partRow);
       setMemory(part, out);
     }
-    offset = b.CreateNUWAdd(offset, size);
+    offset = addIdx(offset, size);
   }
 }
 
@@ -1450,14 +1497,13 @@ void FunctionLowering::lowerConcat(const ir::Op &op) {
   unsigned axis = op.getAttrs().getInt("axis");
   llvm::Value *out = resultBuffer(result);
   AxisSplit s = splitAt(result->getType(), axis);
-  llvm::Value *rowLength = b.CreateNUWMul(s.extent, s.inner);
+  llvm::Value *rowLength = mulIdx(s.extent, s.inner);
   llvm::Value *offset = i64(0);
   for (const ir::Value *v : op.getOperands()) {
-    llvm::Value *partRow =
-        b.CreateNUWMul(dim(v->getType().shape[axis]), s.inner);
+    llvm::Value *partRow = mulIdx(dim(v->getType().shape[axis]), s.inner);
     copyElements(t, out, rowLength, offset, memoryOf(v), partRow, i64(0),
                  s.outer, partRow);
-    offset = b.CreateNUWAdd(offset, partRow);
+    offset = addIdx(offset, partRow);
   }
   setMemory(result, out);
 }
@@ -1473,12 +1519,12 @@ void FunctionLowering::lowerOneHot(const ir::Op &op) {
   llvm::Value *out = resultBuffer(result);
   auto row = [&](llvm::Value *p, llvm::Value *label) {
     llvm::Value *label64 = b.CreateSExt(label, b.getInt64Ty());
-    llvm::Value *rowStart = b.CreateNUWMul(p, depth);
+    llvm::Value *rowStart = mulIdx(p, depth);
     forLoop(depth, "j", [&](llvm::Value *j) {
       llvm::Value *v =
           b.CreateSelect(b.CreateICmpEQ(j, label64), constantElement(t, 1),
                          constantElement(t, 0));
-      storeElement(t, v, out, b.CreateNUWAdd(rowStart, j));
+      storeElement(t, v, out, addIdx(rowStart, j));
     });
   };
   if (indices->getType().isScalar()) {
@@ -1513,9 +1559,9 @@ void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
     failIf(b.CreateOr(b.CreateICmpSLT(label64, i64(0)),
                       b.CreateICmpSGE(label64, classes)),
            StatusIndex);
-    llvm::Value *rowStart = b.CreateNUWMul(r, classes);
+    llvm::Value *rowStart = mulIdx(r, classes);
     auto load = [&](llvm::ArrayRef<llvm::Value *> c) {
-      return widen(t, loadElement(t, xMem, b.CreateNUWAdd(rowStart, c[0])));
+      return widen(t, loadElement(t, xMem, addIdx(rowStart, c[0])));
     };
     llvm::Value *lse = logSumExp(t, {classes}, load);
     llvm::Value *picked = load({label64});
@@ -1596,9 +1642,9 @@ void FunctionLowering::writeOutputs() {
       b.CreateStore(scalarOf(v), out);
       continue;
     }
-    llvm::Value *bytes = b.CreateNUWMul(
-        numElements(v->getType()),
-        i64(llfn->getDataLayout().getTypeAllocSize(elementType(t))));
+    llvm::Value *bytes =
+        mulIdx(numElements(v->getType()),
+               i64(llfn->getDataLayout().getTypeAllocSize(elementType(t))));
     b.CreateMemCpy(out, llvm::MaybeAlign(), memoryOf(v), llvm::MaybeAlign(),
                    bytes);
   }
@@ -1610,8 +1656,6 @@ void FunctionLowering::run() {
   exitBlock = llvm::BasicBlock::Create(ctx, "exit");
   b.SetInsertPoint(allocaBlock);
   statusSlot = b.CreateAlloca(b.getInt32Ty(), nullptr, "status");
-  divZeroFlag = b.CreateAlloca(b.getInt1Ty(), nullptr, "div.by.zero");
-  b.CreateStore(b.getFalse(), divZeroFlag);
   b.CreateBr(body);
   b.SetInsertPoint(body);
 

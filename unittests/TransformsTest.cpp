@@ -458,6 +458,31 @@ TEST(DCE, RemovesUnusedOpsAndRuleInstances) {
 }
 
 //===----------------------------------------------------------------------===//
+// inline: errors the verifier normally catches first
+//===----------------------------------------------------------------------===//
+
+TEST(Inline, RecursionAndUnknownCalleeAreErrors) {
+  // gradc and gradc-opt verify a module before any pass, and the verifier
+  // rejects both; runPasses on an unverified module still must not loop
+  // or crash.
+  Fixture t;
+  Value *x = t.param(f32({k(2)}), "x");
+  t.fn->setReturns({t.b.call("f", {x}, {f32({k(2)})})[0]});
+  EXPECT_FALSE(t.run("inline"));
+  ASSERT_EQ(t.collector.messages.size(), 1u);
+  EXPECT_EQ(t.collector.messages[0],
+            "cannot inline the call of 'f': it is recursive (f -> f)");
+
+  Fixture u;
+  Value *y = u.param(f32({k(2)}), "y");
+  u.fn->setReturns({u.b.call("missing", {y}, {f32({k(2)})})[0]});
+  EXPECT_FALSE(u.run("inline"));
+  ASSERT_EQ(u.collector.messages.size(), 1u);
+  EXPECT_EQ(u.collector.messages[0], "cannot inline the call of 'missing': no "
+                                     "function of that name in the module");
+}
+
+//===----------------------------------------------------------------------===//
 // fold (the parts that need no interpreter) and canonicalize
 //===----------------------------------------------------------------------===//
 

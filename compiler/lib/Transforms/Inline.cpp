@@ -26,7 +26,8 @@ bool shouldInline(const Op &op) {
   return op.getKind() == OpKind::Call && !op.getGradRule().isSet();
 }
 
-void reportFailure(const InlineFailure &failure, DiagnosticEngine &diags) {
+void reportFailure(const Function &caller, const InlineFailure &failure,
+                   DiagnosticEngine &diags) {
   switch (failure.kind) {
   case InlineFailure::Kind::UnknownCallee:
     diags.report(failure.loc, diag::err_inline_unknown_callee)
@@ -34,7 +35,8 @@ void reportFailure(const InlineFailure &failure, DiagnosticEngine &diags) {
     return;
   case InlineFailure::Kind::Recursion:
     diags.report(failure.loc, diag::err_inline_recursion)
-        << failure.callee << llvm::join(failure.chain, " -> ");
+        << failure.callee
+        << caller.getName().str() + " -> " + llvm::join(failure.chain, " -> ");
     return;
   case InlineFailure::Kind::None:
     return;
@@ -47,7 +49,7 @@ bool gradc::runInline(Module &module, DiagnosticEngine &diags) {
   for (const auto &fn : module.getFunctions()) {
     InlineFailure failure;
     if (!inlineAllCalls(module, *fn, shouldInline, failure)) {
-      reportFailure(failure, diags);
+      reportFailure(*fn, failure, diags);
       return false;
     }
   }

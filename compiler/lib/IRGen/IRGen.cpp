@@ -5,8 +5,9 @@
 //  - one IR function per `fn` (role User), parameters typed from Sema and
 //    named as the user named them, `let` names kept as value names;
 //  - one IR function per rule instance (role RuleInstance), named after the
-//    instance (`first_only.1`, which no user function can be called since
-//    user names have no '.');
+//    instance (`first_only.1`; it cannot clash with a user function, whose
+//    name has no '.'), taking (operands, results, cotangents) as every
+//    rule function does, a list flattened into one parameter per element;
 //  - lists and tuples resolved into separate values: every expression
 //    lowers to a list of values (one for a tensor), so `stack([a, b])` gets
 //    two operands, `unstack` and calls with several results give several
@@ -15,7 +16,9 @@
 //    ops: the IR reads like the source, and differentiation inlines a
 //    callee where it needs its body;
 //  - the gradient rule that an annotation chose is put on the op as a
-//    GradRuleAttr; `@grad` becomes the function's GradSpec.
+//    GradRuleAttr (on each call of a @custom_grad function, and on the
+//    function itself as its custom grad); `@grad` becomes the function's
+//    GradSpec.
 //
 // Every op is created with ir::Builder, which types it with the op table;
 // Sema typed the same expression with the same table, so a mismatch is a

@@ -25,14 +25,22 @@ using namespace gradc;
 using namespace gradc::ast;
 using namespace gradc::sema;
 
+/// `@name`, as an annotation is written.
+static std::string spelling(llvm::StringRef name) {
+  std::string s = "@";
+  s += name;
+  return s;
+}
+
+/// The annotations gradc knows, as written.
 static const std::vector<std::string> &knownAnnotations() {
-  static const std::vector<std::string> names = {"grad", "override",
-                                                 "custom_grad"};
+  static const std::vector<std::string> names = {"@grad", "@override",
+                                                 "@custom_grad"};
   return names;
 }
 
 static bool isKnownAnnotation(llvm::StringRef name) {
-  return llvm::is_contained(knownAnnotations(), name);
+  return llvm::is_contained(knownAnnotations(), spelling(name));
 }
 
 void Sema::rejectAnnotation(const Annotation &a, llvm::StringRef place) {
@@ -42,7 +50,7 @@ void Sema::rejectAnnotation(const Annotation &a, llvm::StringRef place) {
     return;
   }
   report(a.name.range.begin, diag::err_unknown_annotation)
-      << a.name.name << didYouMean(a.name.name, knownAnnotations())
+      << a.name.name << didYouMean(spelling(a.name.name), knownAnnotations())
       << a.name.range;
 }
 

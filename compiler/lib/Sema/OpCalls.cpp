@@ -343,6 +343,20 @@ static std::string listNames(llvm::ArrayRef<AttrInfo> attrs) {
   return s;
 }
 
+/// Reports operands that are lists or tuples where the op takes a tensor;
+/// their types become unknown.
+void Sema::requireTensors(const OpInfo &op, llvm::ArrayRef<Expr *> exprs,
+                          llvm::MutableArrayRef<ValueType> types) {
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    if (!types[i].isKnown() || types[i].isTensor())
+      continue;
+    report(exprs[i]->getLoc(), diag::err_op_operand_tensor)
+        << op.operandNames[i] << op.name << types[i].str()
+        << exprs[i]->getRange();
+    types[i] = ValueType();
+  }
+}
+
 /// call ::= op '(' operand, ... (attr-value, ...)? (name '=' attr-value, ...)?
 /// ')'
 ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
@@ -355,17 +369,22 @@ ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
   call.args.clear();
   call.keywordArgs.clear();
   bool ok = true;
+  // `labels = y` is reported as a keyword naming an operand, not also as a
+  // missing operand.
+  bool keywordNamesOperand = llvm::any_of(keywords, [&](const KeywordArg &k) {
+    return llvm::is_contained(op.operandNames, llvm::StringRef(k.name.name));
+  });
 
   if (positional.size() > maxPositional) {
     const Expr *extra = positional[maxPositional].get();
     report(extra ? extra->getLoc() : call.getLoc(), diag::err_op_too_many_args)
         << op.name << maxPositional << positional.size() << call.getRange();
     ok = false;
-  } else if (positional.size() < numOperands) {
+  } else if (positional.size() < numOperands && !keywordNamesOperand) {
     report(call.callee.range.begin, diag::err_op_operand_count)
         << op.name << numOperands << positional.size() << call.getRange();
-    ok = false;
   }
+  ok &= positional.size() >= numOperands;
 
   // Attribute arguments by the op's declared order: positional ones first,
   // then keywords.
@@ -431,14 +450,7 @@ ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
       shared.push_back(sharesElementType(op.kind, i));
     checkGroup(operandExprs, shared, resultFollowsOperands(op.kind), scope,
                hint, operandTypes);
-    for (size_t i = 0; i < operandExprs.size(); ++i) {
-      if (!operandTypes[i].isKnown() || operandTypes[i].isTensor())
-        continue;
-      report(operandExprs[i]->getLoc(), diag::err_op_operand_tensor)
-          << op.operandNames[i] << op.name << operandTypes[i].str()
-          << operandExprs[i]->getRange();
-      operandTypes[i] = ValueType();
-    }
+    requireTensors(op, operandExprs, operandTypes);
   }
   // Arguments beyond the last attribute may hold mistakes of their own.
   for (size_t i = maxPositional; i < positional.size(); ++i)
@@ -472,11 +484,13 @@ ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
 /// unary ::= '-' expr: the op neg.
 ValueType Sema::checkUnary(UnaryExpr &unary, BodyScope &scope,
                            std::optional<DType> hint) {
+  const OpInfo &op = getOpInfo(OpKind::Neg);
   llvm::SmallVector<ValueType, 1> types;
   checkGroup({unary.operand.get()}, {}, true, scope, hint, types);
+  requireTensors(op, {unary.operand.get()}, types);
   AttrList attrs;
-  return finishOp(getOpInfo(OpKind::Neg), types, attrs, unary.opLoc,
-                  unary.getRange(), unary.rule, scope);
+  return finishOp(op, types, attrs, unary.opLoc, unary.getRange(), unary.rule,
+                  scope);
 }
 
 /// binary ::= expr op expr: the ops add, sub, mul, div, matmul and the
@@ -484,12 +498,14 @@ ValueType Sema::checkUnary(UnaryExpr &unary, BodyScope &scope,
 ValueType Sema::checkBinary(BinaryExpr &binary, BodyScope &scope,
                             std::optional<DType> hint) {
   OpKind kind = getBinaryOpKind(binary.op);
+  const OpInfo &op = getOpInfo(kind);
   llvm::SmallVector<ValueType, 2> types;
   checkGroup({binary.lhs.get(), binary.rhs.get()}, {},
              resultFollowsOperands(kind), scope, hint, types);
+  requireTensors(op, {binary.lhs.get(), binary.rhs.get()}, types);
   AttrList attrs;
-  return finishOp(getOpInfo(kind), types, attrs, binary.opLoc,
-                  binary.getRange(), binary.rule, scope);
+  return finishOp(op, types, attrs, binary.opLoc, binary.getRange(),
+                  binary.rule, scope);
 }
 
 ValueType Sema::finishOp(const OpInfo &op,

@@ -282,10 +282,6 @@ void Sema::checkRuleDecl(RuleDecl &rule) {
   for (const Annotation &a : rule.annotations)
     rejectAnnotation(a, "a rule");
   checkDuplicateParams(*this, rule.params);
-  for (const Param &p : rule.params)
-    if (p.type)
-      report(p.type->range.begin, diag::err_rule_param_type)
-          << p.name.name << rule.name.name << p.type->range;
 
   // Resolve names without types: a rule is typed where it is used, but
   // a misspelt name is an error even in a rule that nobody uses.
@@ -297,7 +293,7 @@ void Sema::checkRuleDecl(RuleDecl &rule) {
     bindParam(p.name, ValueType(), scope);
   unsigned before = errors;
   if (ReturnStmt *ret = checkBody(rule.body, scope, rule.name.range.begin))
-    checkExpr(ret->value.get(), scope);
+    checkReturnValue(ret->value.get(), scope, {});
   if (errors != before)
     brokenRules.insert(&rule);
 }

@@ -285,6 +285,8 @@ public:
                   llvm::ArrayRef<bool> shared, bool resultFollows,
                   BodyScope &scope, std::optional<DType> hint,
                   llvm::SmallVectorImpl<ast::ValueType> &types);
+  void requireTensors(const OpInfo &op, llvm::ArrayRef<ast::Expr *> exprs,
+                      llvm::MutableArrayRef<ast::ValueType> types);
   /// Evaluates a constant argument of an op into `attrs`.
   bool evalAttr(const OpInfo &op, const AttrInfo &attr, const ast::Expr *expr,
                 const BodyScope &scope, AttrList &attrs);

@@ -164,11 +164,14 @@ bool Differentiator::collectSpecs(std::vector<Function *> &pending) {
     if (existing || pendingByGradName.count(spec->gradName)) {
       diags.report(spec->loc, diag::err_ad_grad_name_clash)
           << spec->gradName << fn->getName();
-      SourceLoc declared = existing
-                               ? existing->getLoc()
-                               : pendingByGradName[spec->gradName]->getLoc();
-      if (declared.isValid())
-        diags.report(declared, diag::note_ad_declared_here) << spec->gradName;
+      if (existing && existing->getLoc().isValid())
+        diags.report(existing->getLoc(), diag::note_ad_declared_here)
+            << spec->gradName;
+      if (!existing) {
+        const Function *other = pendingByGradName[spec->gradName];
+        diags.report(other->getGradSpec()->loc, diag::note_ad_grad_name_taken)
+            << other->getName() << spec->gradName;
+      }
       ok = false;
       continue;
     }

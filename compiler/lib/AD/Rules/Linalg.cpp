@@ -53,21 +53,21 @@ void matmulGrad(GradContext &ctx, const ir::Op &op) {
       ctx.accumulate(y, b.mul(dz, x));
     return;
   }
-  // Give vectors, and dz, back their unit axes.
-  Value *xm = xVector ? b.reshape(x, withUnitAxis(x->getType().shape, 1)) : x;
-  Value *ym = yVector ? b.reshape(y, withUnitAxis(y->getType().shape, 0)) : y;
+  // Give dz, and each vector that a product needs, back its unit axis.
   Value *dzm = dz;
   if (xVector)
     dzm = b.reshape(dzm, withUnitAxis(dzm->getType().shape, 1));
   if (yVector)
     dzm = b.reshape(dzm, withUnitAxis(dzm->getType().shape, 0));
   if (ctx.isActive(x)) {
+    Value *ym = yVector ? b.reshape(y, withUnitAxis(y->getType().shape, 0)) : y;
     Value *dx = b.matmul(dzm, b.transposeLastTwo(ym));
     if (xVector)
       dx = b.reshape(dx, withoutAxis(dx->getType().shape, 2));
     ctx.accumulate(x, dx);
   }
   if (ctx.isActive(y)) {
+    Value *xm = xVector ? b.reshape(x, withUnitAxis(x->getType().shape, 1)) : x;
     Value *dy = b.matmul(b.transposeLastTwo(xm), dzm);
     if (yVector)
       dy = b.reshape(dy, withoutAxis(dy->getType().shape, 1));

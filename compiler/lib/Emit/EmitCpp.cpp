@@ -203,11 +203,17 @@ ExprP unary(std::string op, ExprP a) {
   return e;
 }
 ExprP binary(std::string op, ExprP a, ExprP b) {
+  // a + -b reads better as a - b (and is the same in IEEE arithmetic).
+  if ((op == "+" || op == "-") && b->kind == Expr::Unary && b->text == "-") {
+    op = op == "+" ? "-" : "+";
+    b = b->args[0];
+  }
   auto e = std::make_shared<Expr>();
   e->kind = Expr::Binary;
   e->prec = (op == "*" || op == "/")     ? 5
             : (op == "+" || op == "-")   ? 6
             : (op == "==" || op == "!=") ? 10
+            : op == "||"                 ? 15
                                          : 9;
   e->text = std::move(op);
   e->args = {std::move(a), std::move(b)};
@@ -482,6 +488,19 @@ bool isSplatConstant(const ir::Op &op) {
           op.getResult()->getType().isScalar());
 }
 
+/// Whether an op of any function calls `fn`.
+bool isCalled(const ir::Module &module, const ir::Function &fn) {
+  for (const auto &f : module.getFunctions())
+    for (const auto &op : f->getOps())
+      if (op->getKind() == OpKind::Call && op->getCallee() == fn.getName())
+        return true;
+  return false;
+}
+
+std::string linkage(const ir::Function &fn) {
+  return isExported(fn) ? "extern \"C\" int " : "static int ";
+}
+
 //===----------------------------------------------------------------------===//
 // The emitter of one function
 //===----------------------------------------------------------------------===//
@@ -532,6 +551,7 @@ private:
   bool isPointerExpressible(const ir::Value *v) const;
   void makeRoot(const ir::Value *v);
   void nameValues();
+  std::string temporaryName(const ir::Op &op) const;
   void computeLiveness();
   void markRead(const ir::Value *v, int pos);
   void allocate();
@@ -565,6 +585,7 @@ private:
   void comment(const ir::Op &op);
   void emitPrologue();
   void emitOp(const ir::Op &op, int pos);
+  void emitOpBody(const ir::Op &op, int pos);
   void declareRoot(const ir::Value *v);
   void emitElementwiseRoot(const ir::Value *v);
   void emitCopy(const ir::Value *from, const std::string &dst,
@@ -602,6 +623,15 @@ private:
   std::vector<std::string> loopVars;
   std::string accName, statusName, divStatusName;
   bool needsDivStatus = false;
+  /// Whether code emitted since the last check divides integers.
+  bool dividedSinceCheck = false;
+  void checkDivision() {
+    if (!dividedSinceCheck)
+      return;
+    dividedSinceCheck = false;
+    line("if (" + divStatusName + " != GRADC_OK)");
+    line("  return " + divStatusName + ";");
+  }
   unsigned indent = 2;
   std::string lastComment;
 };
@@ -843,9 +873,18 @@ void FunctionEmitter::nameValues() {
       Info &i = info[v];
       if (i.storage == Storage::Inline || !i.name.empty())
         continue;
-      i.name = scope.claim(v->getName().empty() ? std::string(op->getName())
+      i.name = scope.claim(v->getName().empty() ? temporaryName(*op)
                                                 : v->getName().str());
     }
+}
+
+/// A name for an unnamed temporary: the op, and its operand when that has
+/// a name and the op has one operand (`tanh_h`, `matmul`, `sum_d_z`).
+std::string FunctionEmitter::temporaryName(const ir::Op &op) const {
+  std::string name = op.getName().str();
+  if (op.getNumOperands() == 1 && !op.getOperand(0)->getName().empty())
+    name += "_" + op.getOperand(0)->getName().str();
+  return name;
 }
 
 void FunctionEmitter::allocate() {
@@ -977,7 +1016,10 @@ Index FunctionEmitter::broadcastIndex(const Index &idx,
 }
 
 std::string FunctionEmitter::pointerOf(const ir::Value *v) const {
-  return info.find(v)->second.name;
+  const Info &i = info.find(v)->second;
+  if (i.storage == Storage::Scalar)
+    return "&" + i.name;
+  return i.name;
 }
 
 ExprP FunctionEmitter::valueExpr(const ir::Value *v, const Index &idx) {
@@ -1015,6 +1057,9 @@ ExprP FunctionEmitter::opExpr(const ir::Op &op, unsigned result,
     return literal(type.dtype, op.getAttrs().getFloats("value")[0]);
   case OpKind::BroadcastTo:
     return valueExpr(x, broadcastIndex(idx, type.shape, x->getType().shape));
+  case OpKind::Reshape:
+    // The operand is contiguous: the same flat offset.
+    return access(pointerOf(x), rowMajorForm(type.shape, idx));
   case OpKind::Transpose: {
     const std::vector<int64_t> &perm = op.getAttrs().getInts("perm");
     Index in(perm.size());
@@ -1037,6 +1082,7 @@ ExprP FunctionEmitter::opExpr(const ir::Op &op, unsigned result,
     return valueExpr(x, in);
   }
   default:
+    assert(isElementwise(op.getKind()) && "not an elementwise op");
     return elementwiseExpr(op, idx);
   }
 }
@@ -1088,7 +1134,7 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
     return isInt ? call("gradc::wrapMul", a) : binary("*", a[0], a[1]);
   case OpKind::Div:
     if (isInt) {
-      needsDivStatus = true;
+      dividedSinceCheck = true;
       return call("gradc::divide", {a[0], a[1], atom(divStatusName)});
     }
     return binary("/", a[0], a[1]);
@@ -1222,7 +1268,9 @@ std::vector<std::string> wrapWords(llvm::StringRef text, unsigned width) {
       lines.push_back(cur);
       cur.clear();
     }
-    cur += (cur.empty() ? "" : " ") + w.str();
+    if (!cur.empty())
+      cur += ' ';
+    cur.append(w.data(), w.size());
   }
   if (!cur.empty())
     lines.push_back(cur);
@@ -1268,20 +1316,15 @@ void FunctionEmitter::emitPrologue() {
     if (!afterBrace())
       out += "\n";
     line("// Scratch space for temporaries, freed on return.");
-    std::vector<std::string> checks;
+    ExprP failed;
     for (Slot &s : slots) {
       line("gradc::Buffer<" + cTypeName(s.dtype).str() + "> " + s.name + "(" +
            s.size.str() + ");");
-      checks.push_back("!" + s.name);
+      ExprP check = unary("!", atom(s.name));
+      failed = failed ? binary("||", failed, check) : check;
     }
-    std::string cond = llvm::join(checks, " || ");
-    if (indent + 4 + cond.size() + 1 > lineLimit) {
-      for (size_t c = 0; c < checks.size(); ++c)
-        line((c ? "    " : "if (") + checks[c] +
-             (c + 1 < checks.size() ? " ||" : ")"));
-    } else {
-      line("if (" + cond + ")");
-    }
+    line("if (" + Printer(LoopMap()).format(failed, indent + 4, lineLimit - 1) +
+         ")");
     line("  return GRADC_ERROR_ALLOC;");
   }
   if (needsDivStatus)
@@ -1332,13 +1375,7 @@ void FunctionEmitter::emitElementwiseRoot(const ir::Value *v) {
   emitLoopNest(extents, forms, [&](const LoopMap &map) {
     statement(i.name + "[" + accessIndex(dst, map) + "]", "=", rhs, map);
   });
-  if (needsDivStatus && rhs) {
-    std::string flatText = Printer(LoopMap()).flat(rhs);
-    if (flatText.find("gradc::divide") != std::string::npos) {
-      line("if (" + divStatusName + " != GRADC_OK)");
-      line("  return " + divStatusName + ";");
-    }
-  }
+  checkDivision();
 }
 
 void FunctionEmitter::emitCopy(const ir::Value *from, const std::string &dst,
@@ -1765,7 +1802,12 @@ void FunctionEmitter::emitConstant(const ir::Op &op) {
   line("};");
 }
 
-void FunctionEmitter::emitOp(const ir::Op &op, int) {
+void FunctionEmitter::emitOp(const ir::Op &op, int pos) {
+  emitOpBody(op, pos);
+  checkDivision();
+}
+
+void FunctionEmitter::emitOpBody(const ir::Op &op, int) {
   bool anyCode = llvm::any_of(op.getResults(), [&](const ir::Value *r) {
     const Info &i = info[r];
     return i.isRoot || i.isAlias;
@@ -1833,6 +1875,7 @@ void FunctionEmitter::emitEpilogue() {
       first = false;
     }
     emitCopy(p.value, p.name, p.type);
+    checkDivision();
   }
   line("return GRADC_OK;");
 }
@@ -1877,11 +1920,21 @@ bool FunctionEmitter::run() {
 
   // Signature.
   std::vector<std::string> decls;
-  for (const CParam &p : cparams)
-    decls.push_back(cParamDecl(p));
-  out += "// " + sourceSignature(fn) + "\n";
+  for (const CParam &p : cparams) {
+    std::string decl = cParamDecl(p);
+    // A parameter that nothing reads (the input of a gradient that does
+    // not depend on it) keeps its name in a comment.
+    if (p.kind == CParamKind::Input && info[p.value].lastUse < 0) {
+      size_t at = decl.rfind(p.name);
+      decl = decl.substr(0, at) + (decl[at - 1] == '*' ? " " : "") + "/*" +
+             p.name + "*/";
+    }
+    decls.push_back(decl);
+  }
+  for (const std::string &l : wrapWords(sourceSignature(fn), lineLimit - 3))
+    out += "// " + l + "\n";
   std::string head =
-      "extern \"C\" int " + cSymbolName(options.moduleName, fn.getName()) + "(";
+      linkage(fn) + cSymbolName(options.moduleName, fn.getName()) + "(";
   std::string sig = head + llvm::join(decls, ", ") + ") {";
   if (sig.size() <= lineLimit) {
     out += sig + "\n";
@@ -1918,23 +1971,29 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
           (options.sourceName.empty() ? std::string("<unknown>")
                                       : options.sourceName) +
           ". Do not edit.\n";
-  text += "//\n// The C ABI of module '" + options.moduleName +
-          "' (docs/ABI.md): every function returns GRADC_OK or an error\n"
-          "// status, writes its results through the output pointers and "
-          "allocates\n// nothing that outlives the call.\n\n";
+  std::string about =
+      "The C ABI of module '" + options.moduleName +
+      "' (docs/ABI.md): every function returns GRADC_OK or an error status, "
+      "writes its results through the output pointers and allocates nothing "
+      "that outlives the call.";
+  text += "//\n";
+  for (const std::string &l : wrapWords(about, lineLimit - 3))
+    text += "// " + l + "\n";
+  text += "\n";
   text += "#include \"gradc/Runtime.h\"\n\n";
   // Prototypes, so that the functions may call each other in any order.
+  // Rule instances that a call still refers to are internal functions.
   std::vector<const ir::Function *> exported;
   for (const auto &f : module.getFunctions())
-    if (isExported(*f))
+    if (isExported(*f) || isCalled(module, *f))
       exported.push_back(f.get());
   for (const ir::Function *f : exported) {
     NameScope scope;
     std::vector<std::string> decls;
     for (const CParam &p : getCParams(module, *f, scope))
       decls.push_back(cParamDecl(p));
-    std::string head = "extern \"C\" int " +
-                       cSymbolName(options.moduleName, f->getName()) + "(";
+    std::string head =
+        linkage(*f) + cSymbolName(options.moduleName, f->getName()) + "(";
     std::string sig = head + llvm::join(decls, ", ") + ");";
     if (sig.size() <= lineLimit) {
       text += sig + "\n";

@@ -224,8 +224,10 @@ private:
   // Control flow.
   void forLoop(llvm::Value *n, const llvm::Twine &name,
                llvm::function_ref<void(llvm::Value *)> body);
+  /// Loops named `<prefix>0`, `<prefix>1`, ... over `extents`.
   void forNest(llvm::ArrayRef<llvm::Value *> extents,
-               llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body);
+               llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body,
+               llvm::StringRef prefix = "i");
   void failIf(llvm::Value *cond, Status status);
 
   // Memory.
@@ -470,14 +472,15 @@ void FunctionLowering::forLoop(llvm::Value *n, const llvm::Twine &name,
 
 void FunctionLowering::forNest(
     llvm::ArrayRef<llvm::Value *> extents,
-    llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body) {
+    llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body,
+    llvm::StringRef prefix) {
   llvm::SmallVector<llvm::Value *, 4> idx;
   std::function<void(size_t)> level = [&](size_t d) {
     if (d == extents.size()) {
       body(idx);
       return;
     }
-    forLoop(extents[d], "i" + llvm::Twine(d), [&](llvm::Value *i) {
+    forLoop(extents[d], prefix + llvm::Twine(d), [&](llvm::Value *i) {
       idx.push_back(i);
       level(d + 1);
       idx.pop_back();
@@ -1147,13 +1150,16 @@ void FunctionLowering::lowerReduce(const ir::Op &op) {
     llvm::AllocaInst *acc = ab.CreateAlloca(accTy, nullptr, "acc");
     forNest(keptDims, [&](llvm::ArrayRef<llvm::Value *> keptIdx) {
       b.CreateStore(init, acc);
-      forNest(reducedDims, [&](llvm::ArrayRef<llvm::Value *> reducedIdx) {
-        Index idx;
-        idx.multi.assign(keptIdx.begin(), keptIdx.end());
-        idx.multi.append(reducedIdx.begin(), reducedIdx.end());
-        llvm::Value *v = elementOf(x, idx);
-        b.CreateStore(combine(b.CreateLoad(accTy, acc), v), acc);
-      });
+      forNest(
+          reducedDims,
+          [&](llvm::ArrayRef<llvm::Value *> reducedIdx) {
+            Index idx;
+            idx.multi.assign(keptIdx.begin(), keptIdx.end());
+            idx.multi.append(reducedIdx.begin(), reducedIdx.end());
+            llvm::Value *v = elementOf(x, idx);
+            b.CreateStore(combine(b.CreateLoad(accTy, acc), v), acc);
+          },
+          "r");
       storeElement(t, finish(b.CreateLoad(accTy, acc, "sum")), out,
                    linearIndex(keptDims, keptIdx));
     });
@@ -1196,9 +1202,12 @@ llvm::Value *FunctionLowering::logSumExp(
   llvm::IRBuilder<> ab(allocaBlock->getTerminator());
   llvm::AllocaInst *acc = ab.CreateAlloca(wide, nullptr, "acc");
   b.CreateStore(llvm::ConstantFP::getInfinity(wide, true), acc);
-  forNest(extents, [&](llvm::ArrayRef<llvm::Value *> k) {
-    b.CreateStore(maximumOf(b.CreateLoad(wide, acc), load(k)), acc);
-  });
+  forNest(
+      extents,
+      [&](llvm::ArrayRef<llvm::Value *> k) {
+        b.CreateStore(maximumOf(b.CreateLoad(wide, acc), load(k)), acc);
+      },
+      "r");
   llvm::Value *m = b.CreateLoad(wide, acc, "max");
   // e^(x - m) only matters for a finite m; subtracting 0 otherwise keeps
   // the loop free of NaN and branches.
@@ -1206,11 +1215,14 @@ llvm::Value *FunctionLowering::logSumExp(
   llvm::Value *shift =
       b.CreateSelect(finite, m, llvm::ConstantFP::get(wide, 0.0));
   b.CreateStore(llvm::ConstantFP::get(wide, 0.0), acc);
-  forNest(extents, [&](llvm::ArrayRef<llvm::Value *> k) {
-    llvm::Value *e =
-        callUnary(llvm::Intrinsic::exp, b.CreateFSub(load(k), shift));
-    b.CreateStore(b.CreateFAdd(b.CreateLoad(wide, acc), e), acc);
-  });
+  forNest(
+      extents,
+      [&](llvm::ArrayRef<llvm::Value *> k) {
+        llvm::Value *e =
+            callUnary(llvm::Intrinsic::exp, b.CreateFSub(load(k), shift));
+        b.CreateStore(b.CreateFAdd(b.CreateLoad(wide, acc), e), acc);
+      },
+      "r");
   llvm::Value *s = b.CreateLoad(wide, acc, "sum");
   return b.CreateSelect(
       finite, b.CreateFAdd(m, callUnary(llvm::Intrinsic::log, s)), m, "lse");

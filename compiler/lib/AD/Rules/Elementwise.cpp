@@ -84,7 +84,9 @@ void cosGrad(GradContext &ctx, const ir::Op &op) {
 void tanhGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *y = op.getResult();
-  Value *slope = b.sub(ctx.scalarLike(y, 1.0), b.unary(OpKind::Square, y));
+  // One op per statement, so that the order of the ops is fixed.
+  Value *ySquared = b.unary(OpKind::Square, y);
+  Value *slope = b.sub(ctx.scalarLike(y, 1.0), ySquared);
   ctx.accumulate(op.getOperand(0), b.mul(ctx.adjointOf(y), slope));
 }
 
@@ -189,14 +191,13 @@ void powGrad(GradContext &ctx, const ir::Op &op) {
   }
 }
 
-/// The cotangent that maximum/minimum give the operand that wins, where
-/// `wins` and `tie` say how the operands compare: dz where it wins, half of
-/// dz where the operands are equal, 0 where it loses.
-Value *winnerShare(GradContext &ctx, Value *wins, Value *tie, Value *dz) {
+/// The share of dz that maximum/minimum give each operand where the two
+/// are equal: half of it, and 0 elsewhere.
+Value *tieShare(GradContext &ctx, Value *x, Value *y, Value *dz) {
   ir::Builder &b = ctx.builder();
-  Value *zero = ctx.scalarLike(dz, 0.0);
+  Value *tie = b.binary(OpKind::Equal, x, y);
   Value *half = b.mul(dz, ctx.scalarLike(dz, 0.5));
-  return b.select(wins, dz, b.select(tie, half, zero));
+  return b.select(tie, half, ctx.scalarLike(dz, 0.0));
 }
 
 // z = max(x, y):   dx += dz where x > y, dz/2 where x == y, else 0
@@ -207,12 +208,11 @@ void maximumGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *x = op.getOperand(0), *y = op.getOperand(1);
   Value *dz = ctx.adjointOf(op.getResult());
-  Value *tie = b.binary(OpKind::Equal, x, y);
+  Value *tied = tieShare(ctx, x, y, dz);
   if (ctx.isActive(x))
-    ctx.accumulate(x,
-                   winnerShare(ctx, b.binary(OpKind::Greater, x, y), tie, dz));
+    ctx.accumulate(x, b.select(b.binary(OpKind::Greater, x, y), dz, tied));
   if (ctx.isActive(y))
-    ctx.accumulate(y, winnerShare(ctx, b.binary(OpKind::Less, x, y), tie, dz));
+    ctx.accumulate(y, b.select(b.binary(OpKind::Less, x, y), dz, tied));
 }
 
 // z = min(x, y):   dx += dz where x < y, dz/2 where x == y, else 0
@@ -221,12 +221,11 @@ void minimumGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *x = op.getOperand(0), *y = op.getOperand(1);
   Value *dz = ctx.adjointOf(op.getResult());
-  Value *tie = b.binary(OpKind::Equal, x, y);
+  Value *tied = tieShare(ctx, x, y, dz);
   if (ctx.isActive(x))
-    ctx.accumulate(x, winnerShare(ctx, b.binary(OpKind::Less, x, y), tie, dz));
+    ctx.accumulate(x, b.select(b.binary(OpKind::Less, x, y), dz, tied));
   if (ctx.isActive(y))
-    ctx.accumulate(y,
-                   winnerShare(ctx, b.binary(OpKind::Greater, x, y), tie, dz));
+    ctx.accumulate(y, b.select(b.binary(OpKind::Greater, x, y), dz, tied));
 }
 
 // z = select(cond, a, b):   da += select(cond, dz, 0)

@@ -29,7 +29,9 @@ Value *oneHotLike(GradContext &ctx, Value *labels, Value *like) {
   if (dtype == DType::F32)
     return rows;
   Value *isOne = b.binary(OpKind::Equal, rows, b.scalar(DType::F32, 1.0));
-  return b.select(isOne, b.scalar(dtype, 1.0), b.scalar(dtype, 0.0));
+  Value *one = b.scalar(dtype, 1.0);
+  Value *zero = b.scalar(dtype, 0.0);
+  return b.select(isOne, one, zero);
 }
 
 // loss = softmax_cross_entropy(logits, labels)

@@ -83,7 +83,9 @@ void maxGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *x = op.getOperand(0), *y = op.getResult();
   Value *atMax = b.binary(OpKind::Equal, x, withKeptAxes(ctx, op, y));
-  Value *mask = b.select(atMax, ctx.scalarLike(x, 1.0), ctx.scalarLike(x, 0.0));
+  Value *one = ctx.scalarLike(x, 1.0);
+  Value *zero = ctx.scalarLike(x, 0.0);
+  Value *mask = b.select(atMax, one, zero);
   Value *ties = b.sum(mask, reducedAxes(op), /*keepdims=*/true);
   Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(y));
   ctx.accumulate(x, b.div(b.mul(mask, dy), ties));

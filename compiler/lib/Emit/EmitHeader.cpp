@@ -66,17 +66,33 @@ std::vector<std::string> docLines(const ir::Module &module,
   return lines;
 }
 
+/// Writes `lines` as a doc comment, breaking long lines at spaces.
 void emitComment(llvm::raw_ostream &os, const std::vector<std::string> &lines,
                  unsigned indent) {
-  for (const std::string &l : lines)
-    os << std::string(indent, ' ') << "/// " << l << "\n";
+  for (const std::string &l : lines) {
+    llvm::SmallVector<llvm::StringRef, 16> words;
+    llvm::StringRef(l).split(words, ' ', -1, false);
+    std::string cur;
+    for (llvm::StringRef w : words) {
+      if (!cur.empty() && indent + 4 + cur.size() + 1 + w.size() > lineLimit) {
+        os << std::string(indent, ' ') << "/// " << cur << "\n";
+        cur = "   ";
+      }
+      if (!cur.empty() && cur != "   ")
+        cur += ' ';
+      cur.append(w.data(), w.size());
+    }
+    os << std::string(indent, ' ') << "/// " << cur << "\n";
+  }
 }
 
 /// The checks of one view against its type: rank, known dimensions, and
 /// size names (bound by the first view that has them).
 void addShapeChecks(const CParam &p,
                     const llvm::StringMap<std::string> &sizeNames,
-                    std::vector<std::string> &checks) {
+                    std::vector<std::vector<std::string>> &allChecks) {
+  allChecks.emplace_back();
+  std::vector<std::string> &checks = allChecks.back();
   const Shape &shape = p.type.shape;
   checks.push_back(p.name + ".rank() != " + std::to_string(shape.size()));
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -95,7 +111,8 @@ void emitCppWrapper(llvm::raw_ostream &os, const ir::Module &module,
   NameScope scope;
   std::vector<CParam> params = getCParams(module, fn, scope);
   llvm::StringMap<std::string> sizeNames;
-  std::vector<std::string> decls, checks, args;
+  std::vector<std::string> decls, args;
+  std::vector<std::vector<std::string>> checks;
   for (const CParam &p : params) {
     std::string type = cTypeName(p.dtype).str();
     switch (p.kind) {
@@ -131,14 +148,25 @@ void emitCppWrapper(llvm::raw_ostream &os, const ir::Module &module,
   for (const CParam &p : params)
     if (p.kind == CParamKind::Size)
       os << "  int64_t " << p.name << " = -1;\n";
-  if (!checks.empty()) {
-    std::string cond = llvm::join(checks, " || ");
+  // One test per tensor.
+  for (const std::vector<std::string> &tensorChecks : checks) {
+    std::string cond = llvm::join(tensorChecks, " || ");
     if (2 + 4 + cond.size() + 1 <= lineLimit) {
       os << "  if (" << cond << ")\n";
     } else {
-      for (size_t c = 0; c < checks.size(); ++c)
-        os << (c ? "      " : "  if (") << checks[c]
-           << (c + 1 < checks.size() ? " ||" : ")") << "\n";
+      std::string text = "  if (", cur = text;
+      for (size_t c = 0; c < tensorChecks.size(); ++c) {
+        std::string piece =
+            tensorChecks[c] + (c + 1 < tensorChecks.size() ? " ||" : ")");
+        if (cur.size() > 6 && cur.size() + 1 + piece.size() > lineLimit) {
+          text += cur + "\n";
+          cur = "      ";
+        } else if (cur.size() > 6) {
+          cur += " ";
+        }
+        cur += piece;
+      }
+      os << text.substr(6) << cur << "\n";
     }
     os << "    return GRADC_ERROR_SIZE;\n";
   }

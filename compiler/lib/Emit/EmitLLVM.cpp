@@ -23,6 +23,8 @@
 
 #include "gradc/Emit/EmitLLVM.h"
 
+#include "gradc/Emit/Mangle.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -166,7 +168,6 @@ private:
   void declareFunction(const ir::Function &fn);
   void emitWrapper(const ir::Function &fn, llvm::Function *target);
   /// Output names: `out`, `out0`...; `d_<param>` for a gradient.
-  std::vector<std::string> outputNames(const ir::Function &fn);
 
   const ir::Module &module;
   llvm::Module &llvmModule;
@@ -235,6 +236,7 @@ private:
   llvm::Value *resultBuffer(const ir::Value *v);
   llvm::Value *elementPtr(DType t, llvm::Value *base, llvm::Value *index);
   llvm::Value *loadElement(DType t, llvm::Value *base, llvm::Value *index);
+  llvm::Value *normalizeBool(llvm::Value *v);
   void storeElement(DType t, llvm::Value *value, llvm::Value *base,
                     llvm::Value *index);
   llvm::Value *memoryOf(const ir::Value *v);
@@ -555,9 +557,16 @@ llvm::Value *FunctionLowering::elementPtr(DType t, llvm::Value *base,
   return b.CreateInBoundsGEP(elementType(t), base, index);
 }
 
+/// Loads one element. A bool input byte other than 0 reads as true
+/// (docs/ABI.md), so bools are normalised to 0 or 1 as they are read.
 llvm::Value *FunctionLowering::loadElement(DType t, llvm::Value *base,
                                            llvm::Value *index) {
-  return b.CreateLoad(elementType(t), elementPtr(t, base, index));
+  llvm::Value *v = b.CreateLoad(elementType(t), elementPtr(t, base, index));
+  return t == DType::Bool ? normalizeBool(v) : v;
+}
+
+llvm::Value *FunctionLowering::normalizeBool(llvm::Value *v) {
+  return b.CreateZExt(b.CreateICmpNE(v, b.getInt8(0)), b.getInt8Ty());
 }
 
 void FunctionLowering::storeElement(DType t, llvm::Value *value,
@@ -675,7 +684,7 @@ llvm::Value *FunctionLowering::elementOf(const ir::Value *v, const Index &idx) {
     return slot.scalar;
   case Slot::Kind::Memory: {
     if (v->getType().isScalar())
-      return b.CreateLoad(elementType(t), slot.ptr);
+      return loadElement(t, slot.ptr, i64(0));
     llvm::Value *offset =
         idx.linear ? idx.linear : linearIndex(dims(v->getType()), idx.multi);
     return loadElement(t, slot.ptr, offset);
@@ -1654,6 +1663,14 @@ void FunctionLowering::writeOutputs() {
       b.CreateStore(scalarOf(v), out);
       continue;
     }
+    if (t == DType::Bool) {
+      // Element by element, so that the output holds only 0 and 1.
+      llvm::Value *in = memoryOf(v);
+      forLoop(numElements(v->getType()), "i", [&](llvm::Value *i) {
+        storeElement(t, loadElement(t, in, i), out, i);
+      });
+      continue;
+    }
     llvm::Value *bytes =
         mulIdx(numElements(v->getType()),
                i64(llfn->getDataLayout().getTypeAllocSize(elementType(t))));
@@ -1681,7 +1698,7 @@ void FunctionLowering::run() {
   for (const ir::Value *p : fn.getParams()) {
     llvm::Value *a = &*arg++;
     if (p->getType().isScalar())
-      setScalar(p, a);
+      setScalar(p, p->getType().dtype == DType::Bool ? normalizeBool(a) : a);
     else
       setMemory(p, a);
   }
@@ -1729,83 +1746,62 @@ llvm::FunctionCallee ModuleLowering::getLibm(llvm::StringRef name,
       name, llvm::FunctionType::get(type, {type}, false));
 }
 
-std::vector<std::string> ModuleLowering::outputNames(const ir::Function &fn) {
-  std::vector<std::string> names;
-  size_t n = fn.getReturns().size();
-  // A generated gradient names its outputs after the parameters they
-  // belong to.
-  if (fn.getRole() == ir::Function::Role::Grad)
-    for (const auto &other : module.getFunctions()) {
-      const auto &spec = other->getGradSpec();
-      if (!spec || spec->gradName != fn.getName() || spec->wrt.size() != n)
-        continue;
-      for (unsigned p : spec->wrt)
-        names.push_back("d_" + other->getParam(p)->getName().str());
-      return names;
-    }
-  for (size_t i = 0; i < n; ++i)
-    names.push_back(n == 1 ? "out" : "out" + std::to_string(i));
-  return names;
+/// The C type of a scalar parameter passed by value.
+static llvm::Type *scalarParamType(llvm::LLVMContext &ctx, DType t) {
+  switch (t) {
+  case DType::F32:
+    return llvm::Type::getFloatTy(ctx);
+  case DType::F64:
+    return llvm::Type::getDoubleTy(ctx);
+  case DType::I32:
+    return llvm::Type::getInt32Ty(ctx);
+  case DType::Bool:
+    return llvm::Type::getInt8Ty(ctx);
+  }
+  llvm_unreachable("unknown dtype");
 }
 
+/// Declares the C function of `fn` with the parameters of Mangle.h's
+/// getCParams (the order, and the names, of the generated header).
 void ModuleLowering::declareFunction(const ir::Function &fn) {
   llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
-  llvm::SmallVector<llvm::Type *, 8> params;
-  std::vector<std::string> sizeNames = fn.getSizeNames();
-  for (size_t i = 0; i < sizeNames.size(); ++i)
-    params.push_back(llvm::Type::getInt64Ty(ctx));
-  for (const ir::Value *p : fn.getParams()) {
-    const TensorType &t = p->getType();
-    if (!t.isScalar()) {
-      params.push_back(ptrTy);
-      continue;
-    }
-    switch (t.dtype) {
-    case DType::F32:
-      params.push_back(llvm::Type::getFloatTy(ctx));
-      break;
-    case DType::F64:
-      params.push_back(llvm::Type::getDoubleTy(ctx));
-      break;
-    case DType::I32:
-      params.push_back(llvm::Type::getInt32Ty(ctx));
-      break;
-    case DType::Bool:
-      params.push_back(llvm::Type::getInt8Ty(ctx));
-      break;
-    }
+  NameScope scope;
+  std::vector<CParam> cparams = getCParams(module, fn, scope);
+  llvm::SmallVector<llvm::Type *, 8> types;
+  for (const CParam &p : cparams) {
+    if (p.kind == CParamKind::Size)
+      types.push_back(llvm::Type::getInt64Ty(ctx));
+    else if (p.kind == CParamKind::Input && p.type.isScalar())
+      types.push_back(scalarParamType(ctx, p.dtype));
+    else
+      types.push_back(ptrTy);
   }
-  for (size_t i = 0; i < fn.getReturns().size(); ++i)
-    params.push_back(ptrTy);
   auto *type =
-      llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx), params, false);
-  bool exported = fn.getRole() != ir::Function::Role::RuleInstance;
-  auto *f = llvm::Function::Create(
-      type,
-      exported ? llvm::GlobalValue::ExternalLinkage
-               : llvm::GlobalValue::InternalLinkage,
-      abiSymbolName(options.moduleName, fn.getName()), llvmModule);
+      llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx), types, false);
+  bool exported = isExported(fn);
+  std::string symbol =
+      exported ? cSymbolName(options.moduleName, fn.getName())
+               : cSymbolName(options.moduleName,
+                             "internal_" + mangleIdentifier(fn.getName()));
+  auto *f =
+      llvm::Function::Create(type,
+                             exported ? llvm::GlobalValue::ExternalLinkage
+                                      : llvm::GlobalValue::InternalLinkage,
+                             symbol, llvmModule);
   f->addFnAttr(llvm::Attribute::NoUnwind);
 
-  // Names and attributes: the ABI promises that outputs overlap nothing;
-  // inputs are only read, so noalias holds for them too.
-  unsigned a = 0;
-  for (const std::string &name : sizeNames)
-    f->getArg(a++)->setName(name);
-  for (const ir::Value *p : fn.getParams()) {
-    llvm::Argument *arg = f->getArg(a++);
-    arg->setName(p->getName());
-    if (p->getType().isScalar())
+  // The ABI promises that outputs overlap nothing; inputs are only read,
+  // so noalias holds for them too.
+  for (auto [i, p] : llvm::enumerate(cparams)) {
+    llvm::Argument *arg = f->getArg(i);
+    arg->setName(p.name);
+    if (p.kind == CParamKind::Size ||
+        (p.kind == CParamKind::Input && p.type.isScalar()))
       continue;
     arg->addAttr(llvm::Attribute::NoAlias);
     arg->addAttr(llvm::Attribute::NoCapture);
-    arg->addAttr(llvm::Attribute::ReadOnly);
-  }
-  for (const std::string &name : outputNames(fn)) {
-    llvm::Argument *arg = f->getArg(a++);
-    arg->setName(name);
-    arg->addAttr(llvm::Attribute::NoAlias);
-    arg->addAttr(llvm::Attribute::NoCapture);
+    if (p.kind == CParamKind::Input)
+      arg->addAttr(llvm::Attribute::ReadOnly);
   }
   functions[fn.getName()] = f;
 }
@@ -1880,15 +1876,6 @@ void ModuleLowering::run() {
 //===----------------------------------------------------------------------===//
 // Entry points
 //===----------------------------------------------------------------------===//
-
-std::string emit::abiSymbolName(llvm::StringRef moduleName,
-                                llvm::StringRef function) {
-  std::string s = moduleName.str() + "_" + function.str();
-  for (char &c : s)
-    if (!llvm::isAlnum(c) && c != '_')
-      c = '_';
-  return s;
-}
 
 std::string emit::jitWrapperName(llvm::StringRef symbol) {
   return "__gradc_call_" + symbol.str();

@@ -15,6 +15,7 @@
 #include "gradc/Emit/LLVMJIT.h"
 
 #include "gradc/Emit/EmitLLVM.h"
+#include "gradc/Emit/Mangle.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -238,7 +239,7 @@ bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
   for (std::vector<char> &buffer : outputs)
     outPtrs.push_back(buffer.data());
 
-  std::string symbol = jitWrapperName(abiSymbolName(jitModuleName, fnName));
+  std::string symbol = jitWrapperName(cSymbolName(jitModuleName, fnName));
   llvm::Expected<llvm::orc::ExecutorAddr> addr = impl->jit->lookup(symbol);
   if (!addr) {
     error = llvm::toString(addr.takeError());

@@ -48,10 +48,6 @@ struct LLVMOptions {
   std::vector<std::string> roots;
 };
 
-/// The C symbol of a function: `<module>_<function>`, every character
-/// outside [A-Za-z0-9_] replaced by '_' (docs/ABI.md).
-std::string abiSymbolName(llvm::StringRef moduleName, llvm::StringRef function);
-
 /// The name of the JIT trampoline of an exported symbol.
 std::string jitWrapperName(llvm::StringRef symbol);
 

@@ -377,6 +377,14 @@ inline double softplus(double x) {
 // Matrix product
 //===----------------------------------------------------------------------===//
 
+// GCC's -O3 loop analysis warns (-Waggressive-loop-optimizations) that
+// some iteration of these kernels' loops would overflow an index, for trip
+// counts no real tensor reaches; the kernels are otherwise warning-free.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
+#endif
+
 /// Whether a matmul operand is read as stored or transposed.
 enum Transpose : bool { NoTranspose = false, Transposed = true };
 
@@ -386,40 +394,69 @@ template <typename T> struct Accumulator { using type = T; };
 // i32 products wrap: accumulate in uint32_t, where overflow is defined.
 template <> struct Accumulator<int32_t> { using type = uint32_t; };
 
-/// The portable kernel, c[m, n] (+)= op(a)[m, k] op(b)[k, n]: blocks of
-/// rows of c against panels of b that stay in cache; the innermost loop
-/// runs along a row of c and b, so it vectorises without reassociation.
+/// c[i, j0 + j] += sum_p op(a)[i, p0 + p] panel[p, j] for rows [i0, i1)
+/// and columns [j, jEnd) of a panel: the simple loop for the edges.
+template <typename T, typename Acc>
+void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
+               const Acc *GRADC_RESTRICT panel, T *GRADC_RESTRICT c, int64_t m,
+               int64_t n, int64_t k, int64_t i0, int64_t i1, int64_t j0,
+               int64_t jBegin, int64_t jEnd, int64_t p0, int64_t kb,
+               int64_t nb) {
+  for (int64_t i = i0; i < i1; ++i) {
+    T *GRADC_RESTRICT ci = c + i * n + j0;
+    for (int64_t p = 0; p < kb; ++p) {
+      Acc aip = static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
+      const Acc *bp = panel + p * nb;
+      for (int64_t j = jBegin; j < jEnd; ++j)
+        ci[j] = static_cast<T>(static_cast<Acc>(ci[j]) + aip * bp[j]);
+    }
+  }
+}
+
+/// The portable kernel, c[m, n] += op(a)[m, k] op(b)[k, n]. b is copied a
+/// panel (kBlock x nBlock) at a time into row-major order (transposing it
+/// if asked), which keeps it in cache; then blocks of 4 rows x 16 columns
+/// of c accumulate in registers over the whole panel (the innermost loops
+/// have constant trip counts, so compilers unroll and vectorise them).
 template <typename T>
 void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
                     const T *GRADC_RESTRICT b, Transpose tb,
                     T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
   using Acc = typename Accumulator<T>::type;
-  constexpr int64_t kBlock = 64, nBlock = 128;
-  // A transposed b is copied a panel at a time into row-major order.
+  constexpr int64_t kBlock = 64, nBlock = 128, rows = 4, cols = 16;
   Acc panel[kBlock * nBlock];
   for (int64_t j0 = 0; j0 < n; j0 += nBlock) {
     int64_t nb = std::min(nBlock, n - j0);
+    int64_t nbFull = nb - nb % cols;
     for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
       int64_t kb = std::min(kBlock, k - p0);
       for (int64_t p = 0; p < kb; ++p)
         for (int64_t j = 0; j < nb; ++j)
           panel[p * nb + j] = static_cast<Acc>(tb ? b[(j0 + j) * k + p0 + p]
                                                   : b[(p0 + p) * n + j0 + j]);
-      for (int64_t i = 0; i < m; ++i) {
-        Acc row[nBlock];
-        T *GRADC_RESTRICT ci = c + i * n + j0;
-        for (int64_t j = 0; j < nb; ++j)
-          row[j] = static_cast<Acc>(ci[j]);
-        for (int64_t p = 0; p < kb; ++p) {
-          Acc aip =
-              static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
-          const Acc *bp = panel + p * nb;
-          for (int64_t j = 0; j < nb; ++j)
-            row[j] += aip * bp[j];
+      int64_t i = 0;
+      for (; i + rows <= m; i += rows) {
+        for (int64_t j = 0; j < nbFull; j += cols) {
+          Acc acc[rows][cols] = {};
+          for (int64_t p = 0; p < kb; ++p) {
+            const Acc *bp = panel + p * nb + j;
+            for (int64_t r = 0; r < rows; ++r) {
+              Acc air = static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
+                                            : a[(i + r) * k + p0 + p]);
+              for (int64_t q = 0; q < cols; ++q)
+                acc[r][q] += air * bp[q];
+            }
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            T *GRADC_RESTRICT cr = c + (i + r) * n + j0 + j;
+            for (int64_t q = 0; q < cols; ++q)
+              cr[q] = static_cast<T>(static_cast<Acc>(cr[q]) + acc[r][q]);
+          }
         }
-        for (int64_t j = 0; j < nb; ++j)
-          ci[j] = static_cast<T>(row[j]);
+        panelRows(a, ta, panel, c, m, n, k, i, i + rows, j0, nbFull, nb, p0, kb,
+                  nb);
       }
+      panelRows(a, ta, panel, c, m, n, k, i, m, j0, 0, nb, p0, kb, nb);
     }
   }
 }
@@ -465,6 +502,10 @@ void matmul(const T *a, Transpose ta, const T *b, Transpose tb, T *c, int64_t m,
   }
   detail::matmulPortable(a, ta, b, tb, c, m, n, k);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #ifdef GRADC_USE_BLAS
 inline void matmul(const float *a, Transpose ta, const float *b, Transpose tb,

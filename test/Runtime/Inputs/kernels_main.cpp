@@ -1,0 +1,121 @@
+// Checks the runtime's kernels against naive references: matmul for every
+// transpose combination and sizes that hit the register-blocked path, its
+// edges and several cache panels (f32, f64, wrapping i32), and the f32
+// math functions against libm in double at sampled points and at special
+// values. Prints one line per family; used by cpp-kernels.test.
+#include "gradc/Runtime.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace {
+
+unsigned seed = 12345;
+double next() {
+  seed = seed * 1664525u + 1013904223u;
+  return (seed >> 8) / 16777216.0 - 0.5;
+}
+
+template <typename T> T value() {
+  if constexpr (std::is_same_v<T, int32_t>)
+    return static_cast<int32_t>(next() * 2e9); // products wrap
+  else
+    return static_cast<T>(next());
+}
+
+template <typename T> bool checkMatmul(int64_t m, int64_t n, int64_t k) {
+  bool ok = true;
+  for (int t = 0; t < 4; ++t) {
+    gradc::Transpose ta = gradc::Transpose(t & 1), tb = gradc::Transpose(t >> 1);
+    std::vector<T> a(m * k), b(k * n), c(m * n + 1), want(m * n + 1);
+    for (T &v : a)
+      v = value<T>();
+    for (T &v : b)
+      v = value<T>();
+    c[m * n] = want[m * n] = T(7); // a canary after the end
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        using Acc = typename gradc::detail::Accumulator<T>::type;
+        Acc s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]) *
+               static_cast<Acc>(tb ? b[j * k + p] : b[p * n + j]);
+        want[i * n + j] = static_cast<T>(s);
+      }
+    gradc::matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k);
+    for (int64_t i = 0; i <= m * n; ++i) {
+      double tol = std::is_same_v<T, float> ? 1e-5 * (k + 1) : 1e-12 * (k + 1);
+      if (std::is_same_v<T, int32_t> ? c[i] != want[i]
+                                     : std::fabs(double(c[i] - want[i])) > tol)
+        ok = false;
+    }
+  }
+  return ok;
+}
+
+template <typename T> bool checkAllSizes() {
+  const int64_t sizes[][3] = {{0, 3, 2},  {3, 0, 2},   {2, 3, 0},
+                              {1, 1, 1},  {4, 16, 1},  {5, 17, 3},
+                              {8, 32, 64}, {9, 130, 70}, {33, 1, 65},
+                              {1, 40, 129}, {70, 20, 5}};
+  bool ok = true;
+  for (const auto &s : sizes)
+    ok &= checkMatmul<T>(s[0], s[1], s[2]);
+  return ok;
+}
+
+double ulps(float got, double want) {
+  float rounded = static_cast<float>(want);
+  if (std::isnan(want))
+    return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(rounded) || std::isinf(got))
+    return rounded == got ? 0 : 1e9;
+  int e;
+  std::frexp(rounded == 0 ? 1e-45f : rounded, &e);
+  double ulp = std::max(std::ldexp(1.0, e - 24), std::ldexp(1.0, -149));
+  return std::fabs(double(got) - want) / ulp;
+}
+
+template <typename F, typename R>
+void checkMath(const char *name, F f, R ref, double bound) {
+  const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e-30f, -1e-30f,
+                           1e-45f, 88.7f, 89.0f, -103.0f, -104.5f, 1e30f,
+                           -1e30f, INFINITY, -INFINITY, NAN};
+  double worst = 0;
+  for (float x : special)
+    worst = std::max(worst, ulps(f(x), ref(double(x))));
+  for (int i = 0; i < 200000; ++i) {
+    float x = static_cast<float>(next() * 60.0);
+    worst = std::max(worst, ulps(f(x), ref(double(x))));
+  }
+  std::printf("%s %s\n", name, worst <= bound ? "ok" : "FAIL");
+  if (worst > bound)
+    std::printf("  worst %.3f ulp\n", worst);
+}
+
+} // namespace
+
+int main() {
+  std::printf("matmul f32 %s\n", checkAllSizes<float>() ? "ok" : "FAIL");
+  std::printf("matmul f64 %s\n", checkAllSizes<double>() ? "ok" : "FAIL");
+  std::printf("matmul i32 %s\n", checkAllSizes<int32_t>() ? "ok" : "FAIL");
+  auto positive = [](double x) { return x < 0 ? NAN : std::log(x); };
+  checkMath("exp", [](float x) { return gradc::exp(x); },
+            [](double x) { return std::exp(x); }, 1.1);
+  checkMath("log", [](float x) { return gradc::log(std::fabs(x)); },
+            [&](double x) { return positive(std::fabs(x)); }, 1.0);
+  checkMath("log-negative", [](float x) { return gradc::log(-std::fabs(x) - 1); },
+            [](double) { return double(NAN); }, 0);
+  checkMath("tanh", [](float x) { return gradc::tanh(x); },
+            [](double x) { return std::tanh(x); }, 1.5);
+  checkMath("sigmoid", [](float x) { return gradc::sigmoid(x); },
+            [](double x) { return 1 / (1 + std::exp(-x)); }, 2.5);
+  checkMath("softplus", [](float x) { return gradc::softplus(x); },
+            [](double x) {
+              return x > 0 ? x + std::log1p(std::exp(-x))
+                           : std::log1p(std::exp(x));
+            },
+            3.0);
+  return 0;
+}

@@ -16,6 +16,7 @@
 
 #include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/Mangle.h"
+#include "gradc/IR/Printer.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -26,6 +27,7 @@
 #include "llvm/Target/TargetMachine.h"
 
 #include <cstring>
+#include <map>
 #include <mutex>
 
 using namespace gradc;
@@ -256,12 +258,37 @@ bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
   return true;
 }
 
+/// The compiled functions of this process, by the printed IR of their
+/// module and their name: `gradc check` calls one function hundreds of
+/// times, and compiling it once makes the JIT as fast to use as the
+/// interpreter. Keyed by the module's text, not its address, so that a
+/// changed (or another) module is never served stale code.
+class JITCache {
+public:
+  JITModule *get(const ir::Module &module, llvm::StringRef fnName,
+                 std::string &error) {
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    ir::printModule(module, os);
+    os << "\n// " << fnName;
+    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<JITModule> &jit = cache[key];
+    if (!jit)
+      jit = JITModule::create(module, 2, error, {fnName.str()});
+    return jit.get();
+  }
+
+private:
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<JITModule>> cache;
+};
+
 bool emit::runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                           llvm::ArrayRef<ir::Tensor> args,
                           std::vector<ir::Tensor> &results,
                           std::string &error) {
-  std::unique_ptr<JITModule> jit =
-      JITModule::create(module, 2, error, {fnName.str()});
+  static JITCache cache;
+  JITModule *jit = cache.get(module, fnName, error);
   return jit && jit->call(fnName, args, results, error);
 }
 

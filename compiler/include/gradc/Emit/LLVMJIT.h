@@ -49,8 +49,10 @@ private:
   std::unique_ptr<Impl> impl;
 };
 
-/// Compiles `module` at -O2 and calls `fnName` once: the `llvm` row of
-/// the driver's backend table, with the signature of ir::interpret.
+/// Calls `fnName` of `module` compiled at -O2: the `llvm` row of the
+/// driver's backend table, with the signature of ir::interpret. The
+/// compiled function is kept for the life of the process (keyed by the
+/// module's printed IR), so repeated calls compile once.
 bool runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                     llvm::ArrayRef<ir::Tensor> args,
                     std::vector<ir::Tensor> &results, std::string &error);

@@ -25,10 +25,15 @@ jobs=$(nproc)
 lit_out=$(python3 "$lit" -sv -j "$jobs" "$build/test" 2>&1)
 lit_rc=$?
 echo "$lit_out" | grep -E '^(FAIL|XPASS|UNRESOLVED|TIMEOUT):|^\*\*\*\*|Passed|Failed|Unresolved|Total' | head -n 200
-count() { echo "$lit_out" | sed -n "s/^ *$1 *: *\([0-9]*\).*/\1/p" | tail -n 1; }
-lit_pass=$(( $(count Passed || true) + 0 ))
-lit_xfail=$(( $(count "Expectedly Failed" || true) + 0 ))
-lit_fail=$(( $(count Failed || true) + $(count Unresolved || true) + $(count "Unexpectedly Passed" || true) + $(count "Timed Out" || true) ))
+# lit's summary has a line "  Passed : N" per outcome that occurred.
+count() {
+  local n
+  n=$(echo "$lit_out" | sed -n "s/^ *$1 *: *\([0-9]*\).*/\1/p" | tail -n 1)
+  echo "${n:-0}"
+}
+lit_pass=$(count Passed)
+lit_xfail=$(count "Expectedly Failed")
+lit_fail=$(( $(count Failed) + $(count Unresolved) + $(count "Unexpectedly Passed") + $(count "Timed Out") ))
 passed=$((passed + lit_pass + lit_xfail))
 failed=$((failed + lit_fail))
 if [ "$lit_rc" != 0 ] && [ "$lit_fail" = 0 ]; then failed=$((failed + 1)); fi

@@ -451,6 +451,13 @@ bool inferUnstack(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
   if (!d.isKnown())
     return fail(error, diag::err_op_unstack_named,
                 {std::to_string(axis), d.getName().str()});
+  // One result per slice: a bound keeps a type such as f32[100000000]
+  // from exhausting memory while the program is only being checked.
+  constexpr int64_t maxUnstackParts = 65536;
+  if (d.getSize() > maxUnstackParts)
+    return fail(error, diag::err_op_unstack_count,
+                {std::to_string(d.getSize()), std::to_string(axis),
+                 std::to_string(maxUnstackParts)});
   TensorType part = ops[0];
   part.shape.erase(part.shape.begin() + axis);
   results.append(d.getSize(), part);

@@ -190,7 +190,11 @@ public:
   const FnDecl *fn = nullptr; ///< a function of the file ...
   bool callsGrad = false;     ///< ... or its generated NAME_grad
   /// For an op: the tensor operands (for a variadic op, the list's
-  /// elements are in `args[0]`) and the normalised attributes.
+  /// elements are in `args[0]`) and the normalised attributes. Sema leaves
+  /// an op call in a canonical form: `args` holds exactly the operands and
+  /// `keywordArgs` the attribute arguments, named, in the op's declared
+  /// order (a positional `sum(x, 1)` becomes `axis = 1`). Attribute
+  /// arguments are constants, not values: their expressions have no type.
   AttrList attrs;
   RuleChoice rule;
 

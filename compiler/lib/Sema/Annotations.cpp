@@ -8,6 +8,10 @@
 //                            the rule instead of their built-in gradient
 //   @custom_grad(rule)       on a `fn`: the whole function is one primitive
 //                            whose gradient is the rule
+//   @surrogate               on a `rule` or a `fn`: its gradient differs from
+//                            the true derivative on purpose (clipping,
+//                            reversal, straight-through); `gradc check`
+//                            reports the difference instead of failing
 //
 // Overrides are lexical: a `let`'s override applies to the ops written in
 // that statement, a `fn`'s to the ops written in its body, and the innermost
@@ -34,8 +38,8 @@ static std::string spelling(llvm::StringRef name) {
 
 /// The annotations gradc knows, as written.
 static const std::vector<std::string> &knownAnnotations() {
-  static const std::vector<std::string> names = {"@grad", "@override",
-                                                 "@custom_grad"};
+  static const std::vector<std::string> names = {
+      "@grad", "@override", "@custom_grad", "@surrogate"};
   return names;
 }
 
@@ -78,6 +82,8 @@ void Sema::checkFnAnnotations(FnDecl &fn, FnInfo &info) {
     } else if (name == "custom_grad") {
       if (once(a, customGrad))
         checkCustomGradAnnotation(a, fn, info);
+    } else if (name == "surrogate") {
+      checkSurrogateAnnotation(a);
     } else if (name == "override") {
       if (!info.overrides) {
         info.overrides = std::make_unique<OverrideScope>();
@@ -95,6 +101,13 @@ void Sema::checkFnAnnotations(FnDecl &fn, FnInfo &info) {
         << fn.name.name << fn.gradBlock->range;
     info.customGradRule = nullptr;
   }
+}
+
+/// `@surrogate` declares a gradient that differs from the derivative on
+/// purpose; it takes no arguments. Only `gradc check` reads it.
+void Sema::checkSurrogateAnnotation(const Annotation &a) {
+  if (a.hasParens)
+    report(a.name.range.begin, diag::err_surrogate_args) << a.range;
 }
 
 /// `@grad` means every floating-point parameter; `@grad(a, b)` those.

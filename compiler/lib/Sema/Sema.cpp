@@ -279,8 +279,12 @@ void Sema::checkGradNameClashes() {
 }
 
 void Sema::checkRuleDecl(RuleDecl &rule) {
-  for (const Annotation &a : rule.annotations)
-    rejectAnnotation(a, "a rule");
+  for (const Annotation &a : rule.annotations) {
+    if (a.name.name == "surrogate")
+      checkSurrogateAnnotation(a);
+    else
+      rejectAnnotation(a, "a rule");
+  }
   checkDuplicateParams(*this, rule.params);
 
   // Resolve names without types: a rule is typed where it is used, but

@@ -212,6 +212,7 @@ public:
 
   void checkFnAnnotations(ast::FnDecl &fn, FnInfo &info);
   void checkGradAnnotation(const ast::Annotation &a, ast::FnDecl &fn);
+  void checkSurrogateAnnotation(const ast::Annotation &a);
   void checkCustomGradAnnotation(const ast::Annotation &a, ast::FnDecl &fn,
                                  FnInfo &info);
   void parseOverride(const ast::Annotation &a, OverrideScope &scope);

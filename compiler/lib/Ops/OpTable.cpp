@@ -543,7 +543,17 @@ bool inferOneHot(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
   if (depth.size() != 1 || (depth[0].isKnown() && depth[0].getSize() <= 0))
     return fail(error, diag::err_op_positive,
                 {"depth", "one_hot", shapeStr(depth)});
-  TensorType result(DType::F32, ops[0].shape);
+  // f32 unless the IR asks for another float type: programs cannot write
+  // `dtype`, but `gradc check` promotes whole modules to f64.
+  DType dtype = DType::F32;
+  if (attrs.has("dtype")) {
+    std::optional<DType> t = parseDType(attrs.getString("dtype"));
+    if (!t || !isFloat(*t))
+      return fail(error, diag::err_op_needs_float,
+                  {"one_hot", attrs.getString("dtype")});
+    dtype = *t;
+  }
+  TensorType result(dtype, ops[0].shape);
   result.shape.push_back(depth[0]);
   results.push_back(result);
   return true;
@@ -587,7 +597,8 @@ const AttrInfo permAttr[] = {{"perm", AttrKind::IntList, false}};
 const AttrInfo shapeAttr[] = {{"shape", AttrKind::Shape, true}};
 const AttrInfo splitAttrs[] = {{"axis", AttrKind::Int, false},
                                {"sizes", AttrKind::Shape, true}};
-const AttrInfo depthAttr[] = {{"depth", AttrKind::Dim, true}};
+const AttrInfo oneHotAttrs[] = {{"depth", AttrKind::Dim, true},
+                                {"dtype", AttrKind::Symbol, false}};
 const AttrInfo constantAttr[] = {{"value", AttrKind::Floats, true}};
 const AttrInfo calleeAttr[] = {{"callee", AttrKind::Symbol, true}};
 
@@ -686,7 +697,7 @@ const OpInfo opTable[] = {
     {OpKind::Split, "split", xOnly, false, splitAttrs, {}, nullptr, false,
      "cut a tensor along an axis into parts of given sizes", inferSplit},
 
-    {OpKind::OneHot, "one_hot", oneHotOperands, false, depthAttr, {},
+    {OpKind::OneHot, "one_hot", oneHotOperands, false, oneHotAttrs, {},
      "its operand is integer indices", true,
      "f32 rows with 1 at each index, 0 elsewhere", inferOneHot},
     {OpKind::SoftmaxCrossEntropy, "softmax_cross_entropy", sceOperands, false,

@@ -62,9 +62,13 @@ void promoteToF64(ir::Module &module) {
   for (const auto &fn : module.getFunctions()) {
     for (ir::Value *p : fn->getParams())
       promote(p);
-    for (const auto &op : fn->getOps())
+    for (const auto &op : fn->getOps()) {
       for (ir::Value *r : op->getResults())
         promote(r);
+      // one_hot is the one op whose float type is not its operands'.
+      if (op->getKind() == OpKind::OneHot)
+        op->getAttrs().set("dtype", std::string("f64"));
+    }
   }
 }
 

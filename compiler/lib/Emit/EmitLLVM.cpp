@@ -1779,10 +1779,11 @@ void ModuleLowering::declareFunction(const ir::Function &fn) {
   auto *type =
       llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx), types, false);
   bool exported = isExported(fn);
+  // An internal name contains a '.', so it can never clash with the C
+  // symbol of an exported function.
   std::string symbol =
       exported ? cSymbolName(options.moduleName, fn.getName())
-               : cSymbolName(options.moduleName,
-                             "internal_" + mangleIdentifier(fn.getName()));
+               : options.moduleName + ".internal." + fn.getName().str();
   auto *f =
       llvm::Function::Create(type,
                              exported ? llvm::GlobalValue::ExternalLinkage

@@ -41,6 +41,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
 
@@ -588,6 +589,13 @@ private:
   void emitOpBody(const ir::Op &op, int pos);
   void declareRoot(const ir::Value *v);
   void emitElementwiseRoot(const ir::Value *v);
+  std::vector<const ir::Op *> reductionsToFuse(const ir::Value *v);
+  void emitWithReductions(const ir::Value *v, const ExprP &rhs,
+                          const LinearForm &dst,
+                          const std::vector<Product> &extents,
+                          std::vector<const LinearForm *> forms,
+                          const std::vector<const ir::Op *> &reductions);
+  std::string reductionInit(const ir::Op &op) const;
   void emitCopy(const ir::Value *from, const std::string &dst,
                 const TensorType &type);
   void emitReduction(const ir::Op &op);
@@ -634,6 +642,8 @@ private:
   }
   unsigned indent = 2;
   std::string lastComment;
+  /// Reductions already computed in the loop of their operand.
+  llvm::SmallPtrSet<const ir::Op *, 4> fusedReductions;
 };
 
 //===--- Planning ---------------------------------------------------------===//
@@ -1372,10 +1382,153 @@ void FunctionEmitter::emitElementwiseRoot(const ir::Value *v) {
   std::vector<Product> extents;
   for (const Dim &d : t.shape)
     extents.push_back(dimProduct(d));
-  emitLoopNest(extents, forms, [&](const LoopMap &map) {
-    statement(i.name + "[" + accessIndex(dst, map) + "]", "=", rhs, map);
-  });
+  std::vector<const ir::Op *> reductions = reductionsToFuse(v);
+  if (reductions.empty()) {
+    emitLoopNest(extents, forms, [&](const LoopMap &map) {
+      statement(i.name + "[" + accessIndex(dst, map) + "]", "=", rhs, map);
+    });
+    checkDivision();
+    return;
+  }
+  emitWithReductions(v, rhs, dst, extents, forms, reductions);
+}
+
+/// The sums, means and maxima of `v` over its own elements that can be
+/// computed in the loop that computes `v` rather than in a second pass:
+/// those whose result lives in an output or a scalar (so no storage is
+/// needed earlier than planned).
+std::vector<const ir::Op *>
+FunctionEmitter::reductionsToFuse(const ir::Value *v) {
+  std::vector<const ir::Op *> found;
+  for (const auto &op : fn.getOps()) {
+    if (!isFusedReduction(op->getKind()) || op->getOperand(0) != v)
+      continue;
+    const Info &r = info[op->getResult()];
+    if (!r.isRoot || (r.storage != Storage::Scalar && r.output < 0))
+      continue;
+    found.push_back(op.get());
+  }
+  return found;
+}
+
+/// Emits `v`'s loop nest with the reductions of `v` accumulating in place
+/// in the same body: `mul[i * 3 + j] = ...; d_b1[j] += mul[i * 3 + j];`.
+void FunctionEmitter::emitWithReductions(
+    const ir::Value *v, const ExprP &rhs, const LinearForm &dst,
+    const std::vector<Product> &extents, std::vector<const LinearForm *> forms,
+    const std::vector<const ir::Op *> &reductions) {
+  const Info &vi = info[v];
+  size_t rank = extents.size();
+  struct Fused {
+    const ir::Op *op;
+    LinearForm dst;
+    std::vector<int64_t> axes;
+    Product count;
+  };
+  std::vector<Fused> fused;
+  std::vector<int> barrier;
+  for (const ir::Op *r : reductions) {
+    fusedReductions.insert(r);
+    Fused f{r, {}, r->getAttrs().getInts("axis"), Product()};
+    Shape kept;
+    Index keptIdx;
+    for (size_t d = 0; d < rank; ++d) {
+      if (llvm::is_contained(f.axes, int64_t(d))) {
+        f.count = f.count * extents[d];
+        continue;
+      }
+      kept.push_back(v->getType().shape[d]);
+      keptIdx.push_back(Idx{int(d), 0});
+    }
+    f.dst = rowMajorForm(kept, keptIdx);
+    for (size_t d = 1; d < rank; ++d)
+      if (llvm::is_contained(f.axes, int64_t(d)) !=
+          llvm::is_contained(f.axes, int64_t(d - 1)))
+        barrier.push_back(d);
+    fused.push_back(std::move(f));
+  }
+  for (const Fused &f : fused)
+    forms.push_back(&f.dst);
+  // Initialise each result, under the comment of its own op.
+  for (const Fused &f : fused) {
+    const ir::Value *r = f.op->getResult();
+    comment(*f.op);
+    std::string init = reductionInit(*f.op);
+    if (info[r].storage == Storage::Scalar) {
+      line(typeName(r) + " " + info[r].name + " = " + init + ";");
+      continue;
+    }
+    declareRoot(r);
+    const std::string &lv = loopVars[0];
+    line("for (int64_t " + lv + " = 0; " + lv + " < " +
+         extentOf(r->getType().shape).str() + "; ++" + lv + ")");
+    line("  " + info[r].name + "[" + lv + "] = " + init + ";");
+  }
+  std::vector<std::string> names;
+  for (const Fused &f : fused)
+    names.push_back(info[f.op->getResult()].name);
+  out += "\n";
+  line("// " + vi.name + ", with " + llvm::join(names, ", ") +
+       " accumulated in the same pass:");
+  std::vector<std::vector<int>> groups = mergeGroups(extents, forms, barrier);
+  LoopMap map;
+  map.var.resize(rank);
+  for (size_t g = 0; g < groups.size(); ++g)
+    map.var[groups[g].back()] = loopVars[g];
+  unsigned saved = indent;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Product extent;
+    for (int d : groups[g])
+      extent = extent * extents[d];
+    const std::string &lv = loopVars[g];
+    line("for (int64_t " + lv + " = 0; " + lv + " < " + extent.str() + "; ++" +
+         lv + ")" + (g + 1 == groups.size() ? " {" : ""));
+    indent += 2;
+  }
+  std::string element = vi.name + "[" + accessIndex(dst, map) + "]";
+  statement(element, "=", rhs, map);
+  for (const Fused &f : fused) {
+    const ir::Value *r = f.op->getResult();
+    std::string target =
+        info[r].storage == Storage::Scalar
+            ? info[r].name
+            : info[r].name + "[" + accessIndex(f.dst, map) + "]";
+    if (f.op->getKind() == OpKind::Max)
+      line(target + " = std::max(" + target + ", " + element + ");");
+    else if (r->getType().dtype == DType::I32)
+      line(target + " = gradc::wrapAdd(" + target + ", " + element + ");");
+    else
+      line(target + " += " + element + ";");
+  }
+  indent -= 2;
+  line("}");
+  indent = saved;
   checkDivision();
+  for (const Fused &f : fused) {
+    if (f.op->getKind() != OpKind::Mean)
+      continue;
+    const ir::Value *r = f.op->getResult();
+    std::string divisor = countAsFloat(f.count, r->getType().dtype);
+    if (info[r].storage == Storage::Scalar) {
+      line(info[r].name + " /= " + divisor + ";");
+      continue;
+    }
+    const std::string &lv = loopVars[0];
+    line("for (int64_t " + lv + " = 0; " + lv + " < " +
+         extentOf(r->getType().shape).str() + "; ++" + lv + ")");
+    line("  " + info[r].name + "[" + lv + "] /= " + divisor + ";");
+  }
+  lastComment.clear();
+}
+
+/// The start value of a reduction: 0, or the lowest value for max.
+std::string FunctionEmitter::reductionInit(const ir::Op &op) const {
+  DType dtype = op.getResult()->getType().dtype;
+  if (op.getKind() != OpKind::Max)
+    return Printer(LoopMap()).flat(literal(dtype, 0));
+  if (dtype == DType::I32)
+    return "std::numeric_limits<int32_t>::min()";
+  return "-std::numeric_limits<" + cTypeName(dtype).str() + ">::infinity()";
 }
 
 void FunctionEmitter::emitCopy(const ir::Value *from, const std::string &dst,
@@ -1724,7 +1877,7 @@ void FunctionEmitter::emitKernel(const ir::Op &op) {
     emitCall("gradc::oneHot",
              {pointerOf(x), result, extentOf(xs).str(),
               dimProduct(op.getAttrs().getShape("depth")[0]).str()},
-             true);
+             false);
     return;
   default:
     llvm_unreachable("not a kernel");
@@ -1803,6 +1956,8 @@ void FunctionEmitter::emitConstant(const ir::Op &op) {
 }
 
 void FunctionEmitter::emitOp(const ir::Op &op, int pos) {
+  if (fusedReductions.contains(&op))
+    return;
   emitOpBody(op, pos);
   checkDivision();
 }

@@ -626,18 +626,15 @@ int softmaxCrossEntropy(const T *GRADC_RESTRICT logits,
   return GRADC_OK;
 }
 
-/// out[r, :] = one-hot row of indices[r] with `depth` classes. An index
-/// outside [0, depth) is GRADC_ERROR_INDEX.
+/// out[r, :] = the one-hot row of indices[r] with `depth` classes; an index
+/// outside [0, depth) gives a row of zeros (as TensorFlow's one_hot).
 template <typename T>
-int oneHot(const int32_t *GRADC_RESTRICT indices, T *GRADC_RESTRICT out,
-           int64_t rows, int64_t depth) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (indices[r] < 0 || indices[r] >= depth)
-      return GRADC_ERROR_INDEX;
+void oneHot(const int32_t *GRADC_RESTRICT indices, T *GRADC_RESTRICT out,
+            int64_t rows, int64_t depth) {
   std::fill(out, out + rows * depth, T(0));
   for (int64_t r = 0; r < rows; ++r)
-    out[r * depth + indices[r]] = T(1);
-  return GRADC_OK;
+    if (indices[r] >= 0 && indices[r] < depth)
+      out[r * depth + indices[r]] = T(1);
 }
 
 } // namespace gradc

@@ -10,8 +10,10 @@ For a .grad file and a list of calls (`--call 'f([1, 2], 3)'`, or every
      header's C ABI on the literal arguments and prints every result in
      `gradc run`'s format (nested brackets, one result per line);
   3. compiles driver + generated code with each --cxx compiler and the
-     given flags (default: -std=c++17 -O2 -Wall -Wextra -Wpedantic -Werror)
-     and runs it;
+     given flags (default: -std=c++17 -O2 -Wall -Wextra -Wpedantic -Werror),
+     plus those in gradc-runtime-flags.txt of the build directory (CMake's
+     GRADC_USE_BLAS writes -DGRADC_USE_BLAS and the OpenBLAS library
+     there), and runs it;
   4. runs `gradc run FILE --call CALL` (the reference interpreter) and
      compares every number within the documented tolerance: for f32
      |a - b| <= 1e-5 * max(|a|, |b|) + 1e-6, for f64 1e-10 and 1e-12;
@@ -283,12 +285,20 @@ def main():
     with open(base + "_driver.cpp", "w") as f:
         f.write("\n".join(driver))
 
+    # Flags the build asks for (GRADC_USE_BLAS): the build directory is
+    # three levels above compiler/tools/gradc/gradc.
+    build_dir = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(opts.gradc)))))
+    build_flags = []
+    flags_file = os.path.join(build_dir, "gradc-runtime-flags.txt")
+    if os.path.exists(flags_file):
+        build_flags = open(flags_file).read().split()
     outputs = []
     for cxx in opts.cxx or ["c++"]:
         exe = base + "_" + os.path.basename(cxx.split()[0])
         run(cxx.split() + opts.flags.split() + ["-I", opts.runtime, "-o", exe,
                                                 base + ".cpp",
-                                                base + "_driver.cpp"])
+                                                base + "_driver.cpp"] + build_flags)
         outputs.append((cxx, run([exe])))
 
     for i, call in enumerate(calls):

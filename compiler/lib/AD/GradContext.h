@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef GRADC_LIB_AD_GRADCONTEXT_H
-#define GRADC_LIB_AD_GRADCONTEXT_H
+#ifndef GRADC_AD_GRADCONTEXT_H
+#define GRADC_AD_GRADCONTEXT_H
 
 #include "gradc/IR/Builder.h"
 
@@ -69,4 +69,4 @@ private:
 
 } // namespace gradc::ad
 
-#endif // GRADC_LIB_AD_GRADCONTEXT_H
+#endif // GRADC_AD_GRADCONTEXT_H

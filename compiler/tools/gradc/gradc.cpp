@@ -13,6 +13,7 @@
 
 #include "gradc/AST/ASTDumper.h"
 #include "gradc/Emit/EmitCpp.h"
+#include "gradc/Emit/EmitDot.h"
 #include "gradc/Emit/EmitHeader.h"
 #include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/Mangle.h"
@@ -46,7 +47,7 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("FILE.grad"),
                                cl::Required, cl::sub(cl::SubCommand::getAll()),
                                cl::cat(gradcCategory));
 
-enum class EmitKind { None, AST, IR, GradIR, Cpp, Header, LLVM, Obj };
+enum class EmitKind { None, AST, IR, GradIR, Dot, Cpp, Header, LLVM, Obj };
 
 cl::opt<EmitKind> emitKind(
     "emit", cl::desc("What to print"), cl::init(EmitKind::None),
@@ -54,6 +55,8 @@ cl::opt<EmitKind> emitKind(
                clEnumValN(EmitKind::IR, "ir", "the IR of the functions"),
                clEnumValN(EmitKind::GradIR, "grad-ir",
                           "the IR with generated gradient functions"),
+               clEnumValN(EmitKind::Dot, "dot",
+                          "forward and backward graphs for Graphviz"),
                clEnumValN(EmitKind::Cpp, "cpp", "C++ source"),
                clEnumValN(EmitKind::Header, "header", "the C ABI header"),
                clEnumValN(EmitKind::LLVM, "llvm", "LLVM IR"),
@@ -228,6 +231,14 @@ int compileCommand(Compilation &c) {
     if (!out)
       return 1;
     ir::printModule(*c.ir, out->os(), printOptions);
+    out->keep();
+    break;
+  }
+  case EmitKind::Dot: {
+    auto out = openOutput(false);
+    if (!out)
+      return 1;
+    emit::emitDot(*c.ir, out->os());
     out->keep();
     break;
   }

@@ -422,17 +422,50 @@ private:
     return false;
   }
 
+  /// The parameter and result types of the function `name`: a function of
+  /// the module, or the gradient that a function's GradSpec will generate
+  /// (a function may call `f_grad` before differentiation creates it).
+  struct Signature {
+    llvm::SmallVector<TensorType, 4> params;
+    llvm::SmallVector<std::string, 4> paramNames;
+    llvm::SmallVector<TensorType, 2> results;
+  };
+  bool lookupSignature(llvm::StringRef name, Signature &sig) const {
+    if (const Function *fn = module.lookup(name)) {
+      for (const Value *p : fn->getParams()) {
+        sig.params.push_back(p->getType());
+        sig.paramNames.push_back(p->getName().str());
+      }
+      for (const Value *r : fn->getReturns())
+        // A broken return is reported with the callee; keep the count.
+        sig.results.push_back(r ? r->getType() : TensorType());
+      return true;
+    }
+    for (const auto &fn : module.getFunctions()) {
+      const auto &spec = fn->getGradSpec();
+      if (!spec || spec->gradName != name)
+        continue;
+      fn->getGradSignature(sig.params, sig.results);
+      for (unsigned i = 0; i < sig.params.size(); ++i)
+        sig.paramNames.push_back(i < fn->getParams().size()
+                                     ? fn->getParam(i)->getName().str()
+                                     : "d_out" + std::to_string(i));
+      return true;
+    }
+    return false;
+  }
+
   // call: the callee exists; each argument fits its parameter once the
   // callee's size names are bound; the results are the callee's result
   // types under the same bindings.
   void verifyCall(const Op &op, const std::string &desc) {
     const std::string &calleeName = op.getAttrs().getString("callee");
-    const Function *callee = module.lookup(calleeName);
-    if (!callee) {
+    Signature callee;
+    if (!lookupSignature(calleeName, callee)) {
       error(op.getLoc(), diag::err_verify_unknown_callee) << desc << calleeName;
       return;
     }
-    size_t numParams = callee->getParams().size();
+    size_t numParams = callee.params.size();
     if (op.getNumOperands() != numParams) {
       error(op.getLoc(), diag::err_verify_call_arg_count)
           << desc << op.getNumOperands() << calleeName << numParams;
@@ -440,33 +473,31 @@ private:
     }
     SizeBindings bindings;
     for (unsigned i = 0; i < numParams; ++i) {
-      const Value *param = callee->getParam(i);
+      const TensorType &paramType = callee.params[i];
       const TensorType &argType = op.getOperand(i)->getType();
       SizeBindings before = bindings;
       std::string conflict;
-      if (unifyParamType(param->getType(), argType, bindings, conflict))
+      if (unifyParamType(paramType, argType, bindings, conflict))
         continue;
       if (!conflict.empty()) {
         error(op.getLoc(), diag::err_verify_call_size)
             << desc << conflict << calleeName << before[conflict].str()
-            << boundDim(param->getType(), argType, conflict).str();
+            << boundDim(paramType, argType, conflict).str();
       } else {
         error(op.getLoc(), diag::err_verify_call_arg_type)
-            << i << desc << argType.str() << param->getName() << calleeName
-            << param->getType().str();
+            << i << desc << argType.str() << callee.paramNames[i]
+            << calleeName << paramType.str();
       }
       return;
     }
-    llvm::ArrayRef<Value *> returns = callee->getReturns();
-    if (returns.size() != op.getNumResults()) {
+    if (callee.results.size() != op.getNumResults()) {
       error(op.getLoc(), diag::err_verify_call_result_count)
-          << desc << op.getNumResults() << calleeName << returns.size();
+          << desc << op.getNumResults() << calleeName
+          << callee.results.size();
       return;
     }
-    for (unsigned i = 0; i < returns.size(); ++i) {
-      if (!returns[i])
-        continue; // reported with the callee
-      TensorType expected = substituteSizes(returns[i]->getType(), bindings);
+    for (unsigned i = 0; i < callee.results.size(); ++i) {
+      TensorType expected = substituteSizes(callee.results[i], bindings);
       if (op.getResult(i)->getType() != expected)
         error(op.getLoc(), diag::err_verify_call_result_type)
             << i << desc << op.getResult(i)->getType().str() << calleeName

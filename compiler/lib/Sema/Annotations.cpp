@@ -38,8 +38,8 @@ static std::string spelling(llvm::StringRef name) {
 
 /// The annotations gradc knows, as written.
 static const std::vector<std::string> &knownAnnotations() {
-  static const std::vector<std::string> names = {
-      "@grad", "@override", "@custom_grad", "@surrogate"};
+  static const std::vector<std::string> names = {"@grad", "@override",
+                                                 "@custom_grad", "@surrogate"};
   return names;
 }
 

@@ -23,6 +23,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
+
 using namespace gradc;
 using namespace gradc::ast;
 using namespace gradc::sema;
@@ -357,13 +359,29 @@ void Sema::requireTensors(const OpInfo &op, llvm::ArrayRef<Expr *> exprs,
   }
 }
 
+static bool isIROnly(const AttrInfo &attr) {
+  return attr.kind == AttrKind::Floats || attr.kind == AttrKind::Symbol;
+}
+
+/// The attributes a program may write: the op table lists IR-only ones
+/// (one_hot's `dtype`, which `gradc check` sets when it promotes a module
+/// to f64) after them.
+static llvm::ArrayRef<AttrInfo> programAttrs(const OpInfo &op) {
+  auto irOnly = llvm::find_if(op.attrs, isIROnly);
+  assert(std::none_of(irOnly, op.attrs.end(),
+                      [](const AttrInfo &a) { return !isIROnly(a); }) &&
+         "IR-only attributes come last in the op table");
+  return op.attrs.take_front(irOnly - op.attrs.begin());
+}
+
 /// call ::= op '(' operand, ... (attr-value, ...)? (name '=' attr-value, ...)?
 /// ')'
 ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
                             std::optional<DType> hint) {
   call.op = &op;
+  llvm::ArrayRef<AttrInfo> opAttrs = programAttrs(op);
   size_t numOperands = op.operandNames.size();
-  size_t maxPositional = numOperands + op.attrs.size();
+  size_t maxPositional = numOperands + opAttrs.size();
   std::vector<ExprPtr> positional = std::move(call.args);
   std::vector<KeywordArg> keywords = std::move(call.keywordArgs);
   call.args.clear();
@@ -388,8 +406,8 @@ ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
 
   // Attribute arguments by the op's declared order: positional ones first,
   // then keywords.
-  std::vector<ExprPtr> attrArgs(op.attrs.size());
-  std::vector<SourceRange> attrNames(op.attrs.size());
+  std::vector<ExprPtr> attrArgs(opAttrs.size());
+  std::vector<SourceRange> attrNames(opAttrs.size());
   for (size_t i = numOperands; i < std::min(positional.size(), maxPositional);
        ++i) {
     attrArgs[i - numOperands] = std::move(positional[i]);
@@ -400,22 +418,25 @@ ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
   std::vector<KeywordArg> unknownKeywords;
   for (KeywordArg &k : keywords) {
     const std::string &name = k.name.name;
-    const AttrInfo *attr = op.findAttr(name);
+    const AttrInfo *attr = llvm::find_if(
+        opAttrs, [&](const AttrInfo &a) { return name == a.name; });
+    if (attr == opAttrs.end())
+      attr = nullptr;
     if (!attr) {
       if (llvm::is_contained(op.operandNames, llvm::StringRef(name)))
         report(k.name.range.begin, diag::err_op_keyword_operand)
             << name << op.name << k.name.range;
-      else if (op.attrs.empty())
+      else if (opAttrs.empty())
         report(k.name.range.begin, diag::err_op_no_keywords)
             << op.name << name << k.name.range;
       else
         report(k.name.range.begin, diag::err_op_unknown_keyword)
-            << op.name << name << listNames(op.attrs) << k.name.range;
+            << op.name << name << listNames(opAttrs) << k.name.range;
       ok = false;
       unknownKeywords.push_back(std::move(k));
       continue;
     }
-    size_t index = attr - op.attrs.data();
+    size_t index = attr - opAttrs.data();
     if (attrArgs[index]) {
       report(k.name.range.begin, diag::err_op_arg_twice)
           << name << op.name << k.name.range;
@@ -452,22 +473,18 @@ ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
                hint, operandTypes);
     requireTensors(op, operandExprs, operandTypes);
   }
-  // Arguments beyond the last attribute may hold mistakes of their own.
-  for (size_t i = maxPositional; i < positional.size(); ++i)
-    checkExpr(positional[i].get(), scope);
-
   AttrList attrs;
-  for (size_t i = 0; i < op.attrs.size(); ++i)
+  for (size_t i = 0; i < opAttrs.size(); ++i)
     if (attrArgs[i])
-      ok &= evalAttr(op, op.attrs[i], attrArgs[i].get(), scope, attrs);
+      ok &= evalAttr(op, opAttrs[i], attrArgs[i].get(), scope, attrs);
 
   // The canonical form: operands, then attributes by name.
   for (size_t i = 0; i < std::min(positional.size(), numOperands); ++i)
     call.args.push_back(std::move(positional[i]));
-  for (size_t i = 0; i < op.attrs.size(); ++i)
+  for (size_t i = 0; i < opAttrs.size(); ++i)
     if (attrArgs[i])
       call.keywordArgs.push_back(
-          {Ident{op.attrs[i].name, attrNames[i]}, std::move(attrArgs[i])});
+          {Ident{opAttrs[i].name, attrNames[i]}, std::move(attrArgs[i])});
   for (KeywordArg &k : unknownKeywords)
     call.keywordArgs.push_back(std::move(k));
   for (size_t i = maxPositional; i < positional.size(); ++i)
@@ -536,7 +553,7 @@ ValueType Sema::finishOp(const OpInfo &op,
   llvm::SmallVector<TensorType, 2> results;
   OpTypeError error;
   if (!inferOpTypes(op.kind, operands, attrs, results, error)) {
-    SemaDiag d = report(loc, error.id);
+    InFlightDiagnostic d = report(loc, error.id);
     for (const std::string &arg : error.args)
       d << arg;
     d << range;

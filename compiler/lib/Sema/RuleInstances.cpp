@@ -54,8 +54,7 @@ void Sema::applyOverride(const OverrideEntry &entry, const OpInfo &op,
                          llvm::ArrayRef<ValueType> operandTypes,
                          const ValueType &result, SourceRange range,
                          RuleChoice &choice, BodyScope &scope) {
-  if (!entry.rule || !entry.arityOk || scope.resolutionOnly ||
-      !result.isKnown())
+  if (!entry.rule || !entry.arityOk || !result.isKnown())
     return;
   std::vector<ValueType> params(operandTypes.begin(), operandTypes.end());
   params.push_back(result); // the result
@@ -76,7 +75,6 @@ void Sema::applyOverride(const OverrideEntry &entry, const OpInfo &op,
   use.target = op.name;
   use.count = plural(expected.size(), "operand");
   use.range = range;
-  use.annotation = entry.argRange;
   const RuleInstance *instance =
       instantiateRule(*entry.rule, params, expected, use);
   if (!instance)
@@ -216,7 +214,6 @@ void Sema::instantiateCustomGrad(FnDecl &fn, FnInfo &info) {
   use.forFunction = true;
   use.count = plural(sig.params.size(), "parameter");
   use.range = info.customGradRange;
-  use.annotation = info.customGradRange;
   const RuleInstance *instance = instantiateRule(*info.customGradRule, params,
                                                  parameterSlots(fn, sig), use);
   if (!instance)

@@ -20,6 +20,7 @@
 
 #include "gradc/Sema/Sema.h"
 
+#include "ASTClone.h"
 #include "SemaImpl.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -92,20 +93,16 @@ bool Sema::run() {
 // Reporting
 //===----------------------------------------------------------------------===//
 
-SemaDiag Sema::report(SourceLoc loc, diag::ID id) {
-  if (suppress)
-    return SemaDiag();
+InFlightDiagnostic Sema::report(SourceLoc loc, diag::ID id) {
   flushContextNotes();
   if (DiagnosticEngine::getSeverity(id) == Severity::Error)
     ++errors;
   contextPending = !context.empty();
-  return SemaDiag(diags.report(loc, id));
+  return diags.report(loc, id);
 }
 
-SemaDiag Sema::note(SourceLoc loc, diag::ID id) {
-  if (suppress)
-    return SemaDiag();
-  return SemaDiag(diags.report(loc, id));
+InFlightDiagnostic Sema::note(SourceLoc loc, diag::ID id) {
+  return diags.report(loc, id);
 }
 
 void Sema::flushContextNotes() {
@@ -288,15 +285,17 @@ void Sema::checkRuleDecl(RuleDecl &rule) {
   checkDuplicateParams(*this, rule.params);
 
   // Resolve names without types: a rule is typed where it is used, but
-  // a misspelt name is an error even in a rule that nobody uses.
+  // a misspelt name is an error even in a rule that nobody uses. A copy is
+  // checked, so that the rule as written keeps no types of its own.
+  std::vector<StmtPtr> body;
+  cloneStmts(rule.body, body);
   BodyScope scope;
   scope.kind = BodyScope::RuleBody;
   scope.description = "rule " + quoted(rule.name.name);
-  scope.resolutionOnly = true;
   for (const Param &p : rule.params)
     bindParam(p.name, ValueType(), scope);
   unsigned before = errors;
-  if (ReturnStmt *ret = checkBody(rule.body, scope, rule.name.range.begin))
+  if (ReturnStmt *ret = checkBody(body, scope, rule.name.range.begin))
     checkReturnValue(ret->value.get(), scope, {});
   if (errors != before)
     brokenRules.insert(&rule);

@@ -30,24 +30,6 @@
 
 namespace gradc::sema {
 
-/// A diagnostic that may be discarded: while Sema re-checks code whose
-/// problems were already reported, it reports nothing.
-class SemaDiag {
-public:
-  SemaDiag() = default;
-  explicit SemaDiag(InFlightDiagnostic diag) {
-    this->diag.emplace(std::move(diag));
-  }
-  template <typename T> SemaDiag &operator<<(const T &value) {
-    if (diag)
-      *diag << value;
-    return *this;
-  }
-
-private:
-  std::optional<InFlightDiagnostic> diag;
-};
-
 /// What a name in a body stands for.
 struct Binding {
   enum Kind { Param, Let };
@@ -138,9 +120,6 @@ struct BodyScope {
   /// The overrides in force; null where overrides cannot apply.
   OverrideScope *overrides = nullptr;
   CallSink calls;
-  /// Types are unknown: only names, calls and arguments are checked
-  /// (a rule's body before any use).
-  bool resolutionOnly = false;
 };
 
 /// A cotangent a rule must return: its type and how messages name it.
@@ -155,7 +134,6 @@ struct RuleUse {
   bool forFunction = false; ///< @custom_grad rather than @override
   std::string count;        ///< "2 operands", "1 parameter"
   SourceRange range;        ///< the op or the @custom_grad argument
-  SourceRange annotation;   ///< the annotation that chose the rule
 };
 
 /// Per-function results of the declaration pass.
@@ -181,9 +159,9 @@ public:
 
   /// An error or a warning. Notes of an enclosing rule instantiation
   /// ("in rule 'r' used for 'stack' here") follow it.
-  SemaDiag report(SourceLoc loc, diag::ID id);
+  InFlightDiagnostic report(SourceLoc loc, diag::ID id);
   /// A note attached to the last error or warning.
-  SemaDiag note(SourceLoc loc, diag::ID id);
+  InFlightDiagnostic note(SourceLoc loc, diag::ID id);
   void flushContextNotes();
   /// The text of a range as written: `1.5`, `[N, 784]`.
   std::string sourceText(SourceRange range) const;
@@ -355,8 +333,6 @@ public:
   };
   std::vector<ContextNote> context;
   bool contextPending = false;
-  /// Greater than zero while re-checking code that was checked before.
-  unsigned suppress = 0;
   unsigned errors = 0;
 };
 

@@ -358,6 +358,11 @@ private:
   static bool needsParens(int parentPrec, const ExprP &child, bool right) {
     if (child->kind == Expr::Atom && child->prec == 0)
       return false;
+    // GCC's -Wparentheses wants a comparison inside a comparison, and
+    // anything inside ||, parenthesised.
+    bool isComparison = child->prec == 9 || child->prec == 10;
+    if ((parentPrec == 9 || parentPrec == 10) && isComparison)
+      return true;
     return right ? child->prec >= parentPrec : child->prec > parentPrec;
   }
   std::string wrapChild(int parentPrec, const ExprP &child, bool right,
@@ -575,6 +580,7 @@ private:
   }
 
   // Emission.
+  std::string signature(llvm::StringRef body) const;
   bool afterBrace() const {
     return out.size() >= 2 && out[out.size() - 2] == '{';
   }
@@ -1673,7 +1679,10 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
     indent += 2;
   }
   if (firstInner < groups.size()) {
-    // The innermost loops are reduced: accumulate in a local.
+    // The innermost loops are reduced: accumulate in a local (declared in
+    // the function's own scope when no loop encloses it, so it needs a
+    // name of its own there).
+    std::string accName = firstInner == 0 ? scope.claim("acc") : this->accName;
     line(type + " " + accName + " = " + init + ";");
     unsigned inner = indent;
     for (size_t g = firstInner; g < groups.size(); ++g)
@@ -1739,7 +1748,14 @@ void FunctionEmitter::emitJoin(const ir::Op &op) {
 
 void FunctionEmitter::emitMatMul(const ir::Op &op) {
   const ir::Value *v = op.getResult();
-  declareRoot(v);
+  std::string c = info[v].name;
+  if (info[v].storage == Storage::Scalar) {
+    // A vector times a vector: a scalar local.
+    line(typeName(v) + " " + c + " = 0;");
+    c = "&" + c;
+  } else {
+    declareRoot(v);
+  }
   struct Operand {
     std::string ptr;
     bool transposed = false;
@@ -1799,7 +1815,6 @@ void FunctionEmitter::emitMatMul(const ir::Op &op) {
       return base;
     return base + " + " + accessIndex(f, map);
   };
-  const std::string &c = info[v].name;
   emitLoopNest(extents, {&af, &bf, &cf}, [&](const LoopMap &map) {
     std::vector<ExprP> args = {atom(ptr(a.ptr, af, map)),
                                atom(trans(a.transposed)),
@@ -2073,13 +2088,60 @@ bool FunctionEmitter::run() {
         op->getResult()->getType().dtype == DType::I32)
       needsDivStatus = true;
 
-  // Signature.
+  // The body first: whether it reads a parameter decides how the
+  // signature spells it.
+  out += "{\n";
+  size_t bodyStart = out.size();
+  emitPrologue();
+  const auto &ops = fn.getOps();
+  for (size_t pos = 0; pos < ops.size(); ++pos)
+    emitOp(*ops[pos], pos);
+  emitEpilogue();
+  out += "}\n";
+  std::string body = out.substr(bodyStart);
+  out.resize(bodyStart - 2);
+  out += signature(body) + body;
+  return true;
+}
+
+/// `text` without its `//` comments.
+static std::string withoutComments(llvm::StringRef text) {
+  std::string code;
+  llvm::SmallVector<llvm::StringRef, 64> lines;
+  text.split(lines, '\n');
+  for (llvm::StringRef l : lines) {
+    size_t comment = l.find("//");
+    code += l.substr(0, comment).str() + "\n";
+  }
+  return code;
+}
+
+/// Whether `name` occurs in `text` as a whole identifier.
+static bool mentions(llvm::StringRef text, llvm::StringRef name) {
+  for (size_t at = text.find(name); at != llvm::StringRef::npos;
+       at = text.find(name, at + 1)) {
+    bool before =
+        at > 0 && (llvm::isAlnum(text[at - 1]) || text[at - 1] == '_');
+    size_t end = at + name.size();
+    bool after =
+        end < text.size() && (llvm::isAlnum(text[end]) || text[end] == '_');
+    if (!before && !after)
+      return true;
+  }
+  return false;
+}
+
+/// The comment and the first line(s) of the definition, up to `{`. A
+/// parameter that the body never reads (the input of a gradient that does
+/// not depend on it) keeps its name in a comment, so that it is not
+/// reported as unused.
+std::string FunctionEmitter::signature(llvm::StringRef body) const {
+  std::string text;
+  std::string code = withoutComments(body);
   std::vector<std::string> decls;
   for (const CParam &p : cparams) {
     std::string decl = cParamDecl(p);
-    // A parameter that nothing reads (the input of a gradient that does
-    // not depend on it) keeps its name in a comment.
-    if (p.kind == CParamKind::Input && info[p.value].lastUse < 0) {
+    if (p.kind == CParamKind::Input && !mentions(code, p.name)) {
       size_t at = decl.rfind(p.name);
       decl = decl.substr(0, at) + (decl[at - 1] == '*' ? " " : "") + "/*" +
              p.name + "*/";
@@ -2087,34 +2149,25 @@ bool FunctionEmitter::run() {
     decls.push_back(decl);
   }
   for (const std::string &l : wrapWords(sourceSignature(fn), lineLimit - 3))
-    out += "// " + l + "\n";
+    text += "// " + l + "\n";
   std::string head =
       linkage(fn) + cSymbolName(options.moduleName, fn.getName()) + "(";
   std::string sig = head + llvm::join(decls, ", ") + ") {";
-  if (sig.size() <= lineLimit) {
-    out += sig + "\n";
-  } else {
-    std::string cur = head;
-    unsigned col = head.size();
-    for (size_t d = 0; d < decls.size(); ++d) {
-      std::string piece = decls[d] + (d + 1 < decls.size() ? "," : ") {");
-      if (cur.size() > col && cur.size() + 1 + piece.size() > lineLimit) {
-        out += cur + "\n";
-        cur = std::string(col, ' ');
-      } else if (cur.size() > col) {
-        cur += " ";
-      }
-      cur += piece;
+  if (sig.size() <= lineLimit)
+    return text + sig + "\n";
+  std::string cur = head;
+  unsigned col = head.size();
+  for (size_t d = 0; d < decls.size(); ++d) {
+    std::string piece = decls[d] + (d + 1 < decls.size() ? "," : ") {");
+    if (cur.size() > col && cur.size() + 1 + piece.size() > lineLimit) {
+      text += cur + "\n";
+      cur = std::string(col, ' ');
+    } else if (cur.size() > col) {
+      cur += " ";
     }
-    out += cur + "\n";
+    cur += piece;
   }
-  emitPrologue();
-  const auto &ops = fn.getOps();
-  for (size_t pos = 0; pos < ops.size(); ++pos)
-    emitOp(*ops[pos], pos);
-  emitEpilogue();
-  out += "}\n";
-  return true;
+  return text + cur + "\n";
 }
 
 } // namespace

@@ -254,8 +254,8 @@ inline double select(bool cond, double a, double b) {
 inline int32_t select(bool cond, int32_t a, int32_t b) { return cond ? a : b; }
 inline uint8_t select(bool cond, uint8_t a, uint8_t b) { return cond ? a : b; }
 
-/// e^x; at most 1.02 ulp (measured); 0 below -103.97, +inf above 88.72,
-/// subnormal results rounded once, NaN propagated.
+/// e^x; at most 1.05 ulp (measured over every f32); 0 below -103.97, +inf
+/// above 88.72, subnormal results rounded once, NaN propagated.
 inline float exp(float x) {
   // x = n ln2 + r with |r| <= ln2 / 2; n is found by adding 1.5 * 2^23,
   // which rounds x / ln2 to an integer in the low mantissa bits, without
@@ -283,8 +283,8 @@ inline float exp(float x) {
   return er * detail::pow2(half) * detail::pow2(ni - half);
 }
 
-/// ln x; at most 0.83 ulp (measured); -inf at 0, NaN below 0, subnormals
-/// handled.
+/// ln x; at most 0.85 ulp (measured over every f32); -inf at 0, NaN below 0,
+/// subnormals handled.
 inline float log(float x) {
   // Scale subnormals up by 2^23 so that the exponent field is exact.
   bool tiny = x < 1.17549435e-38f;
@@ -319,7 +319,7 @@ inline float log(float x) {
   return gradc::select(x != x, x, result);
 }
 
-/// tanh x; at most 1.3 ulp (measured).
+/// tanh x; at most 1.34 ulp (measured over every f32).
 inline float tanh(float x) {
   float a = std::fabs(x);
   // Small |x|: tanh x = x + x^3 T(x^2), T a degree-5 fit on [0, 0.625^2]
@@ -338,7 +338,7 @@ inline float tanh(float x) {
   return gradc::select(a < 0.625f, small, std::copysign(large, x));
 }
 
-/// 1 / (1 + e^-x); at most 2.3 ulp (measured).
+/// 1 / (1 + e^-x); at most 2.41 ulp (measured over every f32).
 inline float sigmoid(float x) {
   // With e = e^-|x| in (0, 1] nothing overflows: sigmoid(|x|) = 1 / (1 + e)
   // and sigmoid(-|x|) = e / (1 + e), which keeps tiny results accurate.
@@ -346,7 +346,7 @@ inline float sigmoid(float x) {
   return gradc::select(x < 0.0f, e, 1.0f) / (1.0f + e);
 }
 
-/// ln(1 + e^x); at most 2.7 ulp (measured).
+/// ln(1 + e^x); at most 2.82 ulp (measured over every f32).
 inline float softplus(float x) {
   // ln(1 + e^x) = max(x, 0) + log1p(e^-|x|), and log1p(e) is
   // ln(u) * e / (u - 1) with u = 1 + e rounded (Goldberg's trick: exact

@@ -374,123 +374,152 @@ static llvm::ArrayRef<AttrInfo> programAttrs(const OpInfo &op) {
   return op.attrs.take_front(irOnly - op.attrs.begin());
 }
 
+namespace {
+/// The arguments of an op call, sorted: operands, then the attribute
+/// arguments in the op's declared order.
+struct OpArguments {
+  std::vector<ExprPtr> operands;
+  std::vector<ExprPtr> attrs;         ///< one slot per attribute, maybe null
+  std::vector<SourceRange> attrNames; ///< where each attribute was given
+  std::vector<ExprPtr> extra;         ///< positional arguments too many
+  std::vector<KeywordArg> rejected;   ///< unknown or repeated keywords
+  bool ok = true;
+};
+} // namespace
+
+/// Sorts the arguments of a call of `op`: the first positional ones are
+/// the operands, further positional ones and keyword ones the attributes.
+/// Reports missing operands, extra arguments and bad keywords.
+static OpArguments mapOpArguments(Sema &sema, CallExpr &call, const OpInfo &op,
+                                  llvm::ArrayRef<AttrInfo> opAttrs) {
+  OpArguments out;
+  std::vector<ExprPtr> positional = std::move(call.args);
+  std::vector<KeywordArg> keywords = std::move(call.keywordArgs);
+  call.args.clear();
+  call.keywordArgs.clear();
+  size_t numOperands = op.operandNames.size();
+  size_t maxPositional = numOperands + opAttrs.size();
+  auto namesOperand = [&](llvm::StringRef name) {
+    return llvm::is_contained(op.operandNames, name);
+  };
+
+  if (positional.size() > maxPositional) {
+    const Expr *extra = positional[maxPositional].get();
+    sema.report(extra ? extra->getLoc() : call.getLoc(),
+                diag::err_op_too_many_args)
+        << op.name << maxPositional << positional.size() << call.getRange();
+    out.ok = false;
+  } else if (positional.size() < numOperands) {
+    // `labels = y` is reported as a keyword naming an operand instead.
+    if (llvm::none_of(keywords, [&](const KeywordArg &k) {
+          return namesOperand(k.name.name);
+        }))
+      sema.report(call.callee.range.begin, diag::err_op_operand_count)
+          << op.name << numOperands << positional.size() << call.getRange();
+    out.ok = false;
+  }
+
+  out.attrs.resize(opAttrs.size());
+  out.attrNames.resize(opAttrs.size());
+  for (size_t i = 0; i < positional.size(); ++i) {
+    if (i < numOperands) {
+      out.operands.push_back(std::move(positional[i]));
+    } else if (i < maxPositional) {
+      size_t a = i - numOperands;
+      if (positional[i])
+        out.attrNames[a] = positional[i]->getRange();
+      out.attrs[a] = std::move(positional[i]);
+    } else {
+      out.extra.push_back(std::move(positional[i]));
+    }
+  }
+
+  for (KeywordArg &k : keywords) {
+    const std::string &name = k.name.name;
+    auto attr = llvm::find_if(
+        opAttrs, [&](const AttrInfo &a) { return name == a.name; });
+    size_t index = attr - opAttrs.begin();
+    if (attr == opAttrs.end()) {
+      if (namesOperand(name))
+        sema.report(k.name.range.begin, diag::err_op_keyword_operand)
+            << name << op.name << k.name.range;
+      else if (opAttrs.empty())
+        sema.report(k.name.range.begin, diag::err_op_no_keywords)
+            << op.name << name << k.name.range;
+      else
+        sema.report(k.name.range.begin, diag::err_op_unknown_keyword)
+            << op.name << name << listNames(opAttrs) << k.name.range;
+    } else if (out.attrs[index]) {
+      sema.report(k.name.range.begin, diag::err_op_arg_twice)
+          << name << op.name << k.name.range;
+      sema.note(out.attrNames[index].begin, diag::note_op_arg_first)
+          << name << out.attrNames[index];
+    } else {
+      out.attrs[index] = std::move(k.value);
+      out.attrNames[index] = k.name.range;
+      continue;
+    }
+    out.ok = false;
+    out.rejected.push_back(std::move(k));
+  }
+  return out;
+}
+
+/// Types the operands of `op`: a variadic op's one list, or tensors whose
+/// number literals meet each other.
+void Sema::checkOperandExprs(const OpInfo &op, llvm::ArrayRef<Expr *> exprs,
+                             BodyScope &scope, std::optional<DType> hint,
+                             llvm::SmallVectorImpl<ValueType> &types) {
+  if (!op.variadic) {
+    llvm::SmallVector<bool, 4> shared;
+    for (size_t i = 0; i < exprs.size(); ++i)
+      shared.push_back(sharesElementType(op.kind, i));
+    checkGroup(exprs, shared, resultFollowsOperands(op.kind), scope, hint,
+               types);
+    requireTensors(op, exprs, types);
+    return;
+  }
+  for (Expr *e : exprs) {
+    ValueType t = checkExpr(e, scope, hint);
+    if (t.isKnown() && t.kind != ValueType::List) {
+      report(e->getLoc(), diag::err_op_operand_list)
+          << op.operandNames[0] << op.name << t.str() << e->getRange();
+      t = ValueType();
+    }
+    types.push_back(t);
+  }
+}
+
 /// call ::= op '(' operand, ... (attr-value, ...)? (name '=' attr-value, ...)?
 /// ')'
 ValueType Sema::checkOpCall(CallExpr &call, const OpInfo &op, BodyScope &scope,
                             std::optional<DType> hint) {
   call.op = &op;
   llvm::ArrayRef<AttrInfo> opAttrs = programAttrs(op);
-  size_t numOperands = op.operandNames.size();
-  size_t maxPositional = numOperands + opAttrs.size();
-  std::vector<ExprPtr> positional = std::move(call.args);
-  std::vector<KeywordArg> keywords = std::move(call.keywordArgs);
-  call.args.clear();
-  call.keywordArgs.clear();
-  bool ok = true;
-  // `labels = y` is reported as a keyword naming an operand, not also as a
-  // missing operand.
-  bool keywordNamesOperand = llvm::any_of(keywords, [&](const KeywordArg &k) {
-    return llvm::is_contained(op.operandNames, llvm::StringRef(k.name.name));
-  });
+  OpArguments args = mapOpArguments(*this, call, op, opAttrs);
 
-  if (positional.size() > maxPositional) {
-    const Expr *extra = positional[maxPositional].get();
-    report(extra ? extra->getLoc() : call.getLoc(), diag::err_op_too_many_args)
-        << op.name << maxPositional << positional.size() << call.getRange();
-    ok = false;
-  } else if (positional.size() < numOperands && !keywordNamesOperand) {
-    report(call.callee.range.begin, diag::err_op_operand_count)
-        << op.name << numOperands << positional.size() << call.getRange();
-  }
-  ok &= positional.size() >= numOperands;
-
-  // Attribute arguments by the op's declared order: positional ones first,
-  // then keywords.
-  std::vector<ExprPtr> attrArgs(opAttrs.size());
-  std::vector<SourceRange> attrNames(opAttrs.size());
-  for (size_t i = numOperands; i < std::min(positional.size(), maxPositional);
-       ++i) {
-    attrArgs[i - numOperands] = std::move(positional[i]);
-    attrNames[i - numOperands] = attrArgs[i - numOperands]
-                                     ? attrArgs[i - numOperands]->getRange()
-                                     : SourceRange();
-  }
-  std::vector<KeywordArg> unknownKeywords;
-  for (KeywordArg &k : keywords) {
-    const std::string &name = k.name.name;
-    const AttrInfo *attr = llvm::find_if(
-        opAttrs, [&](const AttrInfo &a) { return name == a.name; });
-    if (attr == opAttrs.end())
-      attr = nullptr;
-    if (!attr) {
-      if (llvm::is_contained(op.operandNames, llvm::StringRef(name)))
-        report(k.name.range.begin, diag::err_op_keyword_operand)
-            << name << op.name << k.name.range;
-      else if (opAttrs.empty())
-        report(k.name.range.begin, diag::err_op_no_keywords)
-            << op.name << name << k.name.range;
-      else
-        report(k.name.range.begin, diag::err_op_unknown_keyword)
-            << op.name << name << listNames(opAttrs) << k.name.range;
-      ok = false;
-      unknownKeywords.push_back(std::move(k));
-      continue;
-    }
-    size_t index = attr - opAttrs.data();
-    if (attrArgs[index]) {
-      report(k.name.range.begin, diag::err_op_arg_twice)
-          << name << op.name << k.name.range;
-      note(attrNames[index].begin, diag::note_op_arg_first)
-          << name << attrNames[index];
-      ok = false;
-      unknownKeywords.push_back(std::move(k));
-      continue;
-    }
-    attrArgs[index] = std::move(k.value);
-    attrNames[index] = k.name.range;
-  }
-
-  // Operands.
   std::vector<Expr *> operandExprs;
-  for (size_t i = 0; i < std::min(positional.size(), numOperands); ++i)
-    operandExprs.push_back(positional[i].get());
+  for (const ExprPtr &e : args.operands)
+    operandExprs.push_back(e.get());
   llvm::SmallVector<ValueType, 4> operandTypes;
-  if (op.variadic) {
-    for (Expr *e : operandExprs) {
-      ValueType t = checkExpr(e, scope, hint);
-      if (t.isKnown() && t.kind != ValueType::List) {
-        report(e->getLoc(), diag::err_op_operand_list)
-            << op.operandNames[0] << op.name << t.str() << e->getRange();
-        t = ValueType();
-      }
-      operandTypes.push_back(t);
-    }
-  } else {
-    llvm::SmallVector<bool, 4> shared;
-    for (size_t i = 0; i < operandExprs.size(); ++i)
-      shared.push_back(sharesElementType(op.kind, i));
-    checkGroup(operandExprs, shared, resultFollowsOperands(op.kind), scope,
-               hint, operandTypes);
-    requireTensors(op, operandExprs, operandTypes);
-  }
+  checkOperandExprs(op, operandExprs, scope, hint, operandTypes);
   AttrList attrs;
   for (size_t i = 0; i < opAttrs.size(); ++i)
-    if (attrArgs[i])
-      ok &= evalAttr(op, opAttrs[i], attrArgs[i].get(), scope, attrs);
+    if (args.attrs[i])
+      args.ok &= evalAttr(op, opAttrs[i], args.attrs[i].get(), scope, attrs);
 
   // The canonical form: operands, then attributes by name.
-  for (size_t i = 0; i < std::min(positional.size(), numOperands); ++i)
-    call.args.push_back(std::move(positional[i]));
+  call.args = std::move(args.operands);
   for (size_t i = 0; i < opAttrs.size(); ++i)
-    if (attrArgs[i])
-      call.keywordArgs.push_back(
-          {Ident{opAttrs[i].name, attrNames[i]}, std::move(attrArgs[i])});
-  for (KeywordArg &k : unknownKeywords)
+    if (args.attrs[i])
+      call.keywordArgs.push_back({Ident{opAttrs[i].name, args.attrNames[i]},
+                                  std::move(args.attrs[i])});
+  for (KeywordArg &k : args.rejected)
     call.keywordArgs.push_back(std::move(k));
-  for (size_t i = maxPositional; i < positional.size(); ++i)
-    call.args.push_back(std::move(positional[i]));
+  for (ExprPtr &e : args.extra)
+    call.args.push_back(std::move(e));
 
-  if (!ok)
+  if (!args.ok)
     return ValueType();
   ValueType result = finishOp(op, operandTypes, attrs, call.callee.range.begin,
                               call.getRange(), call.rule, scope);

@@ -264,6 +264,9 @@ public:
                   llvm::ArrayRef<bool> shared, bool resultFollows,
                   BodyScope &scope, std::optional<DType> hint,
                   llvm::SmallVectorImpl<ast::ValueType> &types);
+  void checkOperandExprs(const OpInfo &op, llvm::ArrayRef<ast::Expr *> exprs,
+                         BodyScope &scope, std::optional<DType> hint,
+                         llvm::SmallVectorImpl<ast::ValueType> &types);
   void requireTensors(const OpInfo &op, llvm::ArrayRef<ast::Expr *> exprs,
                       llvm::MutableArrayRef<ast::ValueType> types);
   /// Evaluates a constant argument of an op into `attrs`.

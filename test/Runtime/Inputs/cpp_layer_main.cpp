@@ -51,6 +51,15 @@ int main() {
                                         w2.data(), b2.data(), labels.data(),
                                         &loss));
 
+  // An empty batch: every loop runs zero times; the weight gradients are
+  // sums over no rows, so zero.
+  dw1.assign(12, 5.0f);
+  std::printf("empty %d\n",
+              mlp_loss_grad(0, nullptr, w1.data(), b1.data(), w2.data(),
+                            b2.data(), nullptr, dw1.data(), db1.data(),
+                            dw2.data(), db2.data()));
+  std::printf("empty d_w1 %g %g\n", dw1[0], dw1[11]);
+
   // The second module, fixed sizes.
   float in[2] = {1, 2}, out[4] = {};
   int status = stack_override::synth({in, {2}}, {out, {2, 2}});

@@ -341,17 +341,14 @@ void Sema::checkFn(FnDecl &fn) {
           << fn.name.name << expected.str() << got.str() << value->getRange();
   }
 
+  // A custom gradient replaces the body's: its overrides change nothing.
   bool hasCustomGrad = info.customGradRule || fn.gradBlock;
-  if (info.overrides) {
-    if (hasCustomGrad)
-      report(info.overrides->entries.empty()
-                 ? fn.name.range.begin
-                 : info.overrides->entries.front().argRange.begin,
-             diag::warn_override_custom_grad)
-          << fn.name.name;
-    else
-      warnUnusedOverrides(*info.overrides);
-  }
+  if (info.overrides && hasCustomGrad && !info.overrides->entries.empty())
+    report(info.overrides->entries.front().argRange.begin,
+           diag::warn_override_custom_grad)
+        << fn.name.name;
+  else if (info.overrides)
+    warnUnusedOverrides(*info.overrides);
   if (fn.gradBlock)
     checkGradBlock(fn, info, scope);
   if (info.customGradRule)

@@ -19,6 +19,11 @@
 // allocations) store a status and branch to one exit block that frees
 // every temporary and returns the status.
 //
+// The arithmetic is the reference interpreter's, so that both agree bit for
+// bit: no fast-math flags, f32 libm functions and f32 sums computed in
+// double and rounded once, additions in the interpreter's order
+// (docs/LLVMBackend.md explains each choice).
+//
 //===----------------------------------------------------------------------===//
 
 #include "gradc/Emit/EmitLLVM.h"
@@ -1573,7 +1578,7 @@ void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
   llvm::Value *labelMem = scalarResult ? nullptr : memoryOf(labels);
   llvm::Value *out = scalarResult ? nullptr : resultBuffer(result);
   llvm::Value *scalar = nullptr;
-  forLoop(rows, "r", [&](llvm::Value *r) {
+  auto row = [&](llvm::Value *r) {
     llvm::Value *label =
         scalarResult ? scalarOf(labels) : loadElement(DType::I32, labelMem, r);
     llvm::Value *label64 = b.CreateSExt(label, b.getInt64Ty());
@@ -1591,11 +1596,16 @@ void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
       scalar = loss;
     else
       storeElement(t, loss, out, r);
-  });
-  if (scalarResult)
+  };
+  // One row (logits of rank 1) is straight-line code, so that the scalar
+  // loss is defined where later ops use it.
+  if (scalarResult) {
+    row(i64(0));
     setScalar(result, scalar);
-  else
-    setMemory(result, out);
+    return;
+  }
+  forLoop(rows, "r", row);
+  setMemory(result, out);
 }
 
 /// A call of another function of the module through its C ABI: sizes

@@ -10,6 +10,10 @@
 // from ir::Tensor (doubles) into buffers of the C element type, sizes bound
 // from the arguments' shapes, and outputs converted back.
 //
+// The `cpp` backend (lib/ClangJIT) compiles the C++ backend's output with
+// Clang, trampolines included, and hands the LLVM module to
+// createFromLLVMModule: the calling side is this file for both.
+//
 //===----------------------------------------------------------------------===//
 
 #include "gradc/Emit/LLVMJIT.h"
@@ -34,9 +38,6 @@ using namespace gradc;
 using namespace gradc::emit;
 
 namespace {
-
-/// The module name of JIT-compiled symbols; never visible outside.
-constexpr const char *jitModuleName = "gradc_jit";
 
 using Trampoline = int32_t (*)(const int64_t *, void **, void **);
 
@@ -156,24 +157,34 @@ struct JITModule::Impl {
 JITModule::JITModule(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 JITModule::~JITModule() = default;
 
-std::unique_ptr<JITModule>
-JITModule::create(const ir::Module &module, unsigned optLevel,
-                  std::string &error, llvm::ArrayRef<std::string> roots) {
+/// The host's JIT target machine builder at code generation level
+/// `optLevel` (0 or optimised).
+static llvm::Expected<llvm::orc::JITTargetMachineBuilder>
+detectHostMachine(unsigned optLevel) {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
+  llvm::Expected<llvm::orc::JITTargetMachineBuilder> jtmb =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (jtmb)
+    jtmb->setCodeGenOptLevel(optLevel == 0 ? llvm::CodeGenOptLevel::None
+                                           : llvm::CodeGenOptLevel::Default);
+  return jtmb;
+}
+
+std::unique_ptr<JITModule>
+JITModule::create(const ir::Module &module, unsigned optLevel,
+                  std::string &error, llvm::ArrayRef<std::string> roots) {
   auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
     error = llvm::toString(std::move(e));
     return nullptr;
   };
   llvm::Expected<llvm::orc::JITTargetMachineBuilder> jtmb =
-      llvm::orc::JITTargetMachineBuilder::detectHost();
+      detectHostMachine(optLevel);
   if (!jtmb)
     return fail(jtmb.takeError());
-  jtmb->setCodeGenOptLevel(optLevel == 0 ? llvm::CodeGenOptLevel::None
-                                         : llvm::CodeGenOptLevel::Default);
   llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm =
       jtmb->createTargetMachine();
   if (!tm)
@@ -189,13 +200,28 @@ JITModule::create(const ir::Module &module, unsigned optLevel,
       buildLLVMModule(module, *ctx, **tm, options, error);
   if (!llvmModule)
     return nullptr;
+  return createFromLLVMModule(module, std::move(llvmModule), std::move(ctx),
+                              optLevel, error);
+}
 
+std::unique_ptr<JITModule> JITModule::createFromLLVMModule(
+    const ir::Module &module, std::unique_ptr<llvm::Module> llvmModule,
+    std::unique_ptr<llvm::LLVMContext> context, unsigned optLevel,
+    std::string &error) {
+  auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
+    error = llvm::toString(std::move(e));
+    return nullptr;
+  };
+  llvm::Expected<llvm::orc::JITTargetMachineBuilder> jtmb =
+      detectHostMachine(optLevel);
+  if (!jtmb)
+    return fail(jtmb.takeError());
   llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit =
       llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
   if (!jit)
     return fail(jit.takeError());
-  if (llvm::Error e = (*jit)->addIRModule(
-          llvm::orc::ThreadSafeModule(std::move(llvmModule), std::move(ctx))))
+  if (llvm::Error e = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(
+          std::move(llvmModule), std::move(context))))
     return fail(std::move(e));
   auto impl = std::make_unique<Impl>();
   impl->module = &module;
@@ -258,37 +284,64 @@ bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
   return true;
 }
 
-/// The compiled functions of this process, by the printed IR of their
-/// module and their name: `gradc check` calls one function hundreds of
-/// times, and compiling it once makes the JIT as fast to use as the
-/// interpreter. Keyed by the module's text, not its address, so that a
-/// changed (or another) module is never served stale code.
+namespace {
+
+/// The compiled modules of this process, by the printed IR of their
+/// module and a tag that says what was compiled: `gradc check` calls one
+/// function hundreds of times, and compiling it once makes the JIT as fast
+/// to use as the interpreter. Keyed by the module's text, not its address,
+/// so that a changed (or another) module is never served stale code.
 class JITCache {
 public:
-  JITModule *get(const ir::Module &module, llvm::StringRef fnName,
-                 std::string &error) {
+  JITModule *
+  get(const ir::Module &module, llvm::StringRef tag,
+      llvm::function_ref<std::unique_ptr<JITModule>(std::string &)> compile,
+      std::string &error) {
     std::string key;
     llvm::raw_string_ostream os(key);
     ir::printModule(module, os);
-    os << "\n// " << fnName;
+    os << "\n// " << tag;
     std::lock_guard<std::mutex> lock(mutex);
-    std::unique_ptr<JITModule> &jit = cache[key];
-    if (!jit)
-      jit = JITModule::create(module, 2, error, {fnName.str()});
-    return jit.get();
+    auto [it, inserted] = cache.try_emplace(key);
+    Entry &entry = it->second;
+    if (inserted)
+      entry.jit = compile(entry.error);
+    if (!entry.jit)
+      error = entry.error;
+    return entry.jit.get();
   }
 
 private:
+  /// A compiled module, or why it could not be compiled: compiling is
+  /// deterministic, so a failure is not tried again on every call.
+  struct Entry {
+    std::unique_ptr<JITModule> jit;
+    std::string error;
+  };
   std::mutex mutex;
-  std::map<std::string, std::unique_ptr<JITModule>> cache;
+  std::map<std::string, Entry> cache;
 };
+
+} // namespace
+
+JITModule *emit::getCachedJITModule(
+    const ir::Module &module, llvm::StringRef tag,
+    llvm::function_ref<std::unique_ptr<JITModule>(std::string &)> compile,
+    std::string &error) {
+  static JITCache cache;
+  return cache.get(module, tag, compile, error);
+}
 
 bool emit::runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                           llvm::ArrayRef<ir::Tensor> args,
                           std::vector<ir::Tensor> &results,
                           std::string &error) {
-  static JITCache cache;
-  JITModule *jit = cache.get(module, fnName, error);
+  JITModule *jit = getCachedJITModule(
+      module, "llvm:" + fnName.str(),
+      [&](std::string &compileError) {
+        return JITModule::create(module, 2, compileError, {fnName.str()});
+      },
+      error);
   return jit && jit->call(fnName, args, results, error);
 }
 

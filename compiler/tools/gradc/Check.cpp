@@ -129,6 +129,8 @@ private:
   unsigned points;
   /// Size names get 2, 3, 4, ... in order of first appearance.
   llvm::StringMap<int64_t> sizes;
+  /// The last error of the backend while drawing points.
+  std::string drawError;
 };
 
 std::vector<int64_t> GradientChecker::concreteShape(const TensorType &t) {
@@ -201,8 +203,10 @@ bool GradientChecker::drawPoint(const ir::Function &fn,
                                     concreteShape(p->getType()), lo, hi));
       std::vector<ir::Tensor> results;
       std::string error;
-      if (!backend.run(module, fn.getName(), args, results, error))
+      if (!backend.run(module, fn.getName(), args, results, error)) {
+        drawError = error;
         continue;
+      }
       bool finite = llvm::all_of(results, [](const ir::Tensor &t) {
         return llvm::all_of(t.data, [](double v) { return std::isfinite(v); });
       });
@@ -321,8 +325,13 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
   }
 
   if (usablePoints == 0) {
-    os << "error   " << grad.getName() << ": found no point where '"
-       << fn.getName() << "' is finite\n";
+    // A backend that cannot run the function at all (the cpp backend's
+    // Clang rejecting generated code, say) says why.
+    if (!drawError.empty())
+      os << "error   " << grad.getName() << ": " << drawError << "\n";
+    else
+      os << "error   " << grad.getName() << ": found no point where '"
+         << fn.getName() << "' is finite\n";
     return false;
   }
 
@@ -381,6 +390,7 @@ unsigned GradientChecker::checkAll() {
       continue;
     }
     sizes.clear();
+    drawError.clear();
     if (!checkFunction(*fn, *grad, *spec))
       ++failures;
   }

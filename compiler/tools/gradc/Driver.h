@@ -59,11 +59,13 @@ llvm::ArrayRef<RunBackend> getRunBackends();
 /// The backend called `name`, or null.
 const RunBackend *lookupRunBackend(llvm::StringRef name);
 
-/// `gradc run FILE --call EXPR`: compiles `path` (running `pipeline` after
-/// differentiation), evaluates the call with `backend` and prints each
-/// result on its own line. Returns the exit status.
-int runCommand(Compilation &c, llvm::StringRef path, llvm::StringRef callText,
-               llvm::StringRef backend, llvm::StringRef pipeline);
+/// `gradc run FILE --call EXPR...`: compiles `path` (running `pipeline`
+/// after differentiation), evaluates each call with `backend` and prints
+/// each result on its own line; with several calls, each call's results
+/// follow a line `# EXPR`. Returns the exit status.
+int runCommand(Compilation &c, llvm::StringRef path,
+               llvm::ArrayRef<std::string> callTexts, llvm::StringRef backend,
+               llvm::StringRef pipeline);
 
 /// `gradc check FILE`: compares every generated gradient with central
 /// finite differences in f64 at `points` random points drawn from `seed`.

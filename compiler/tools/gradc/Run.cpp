@@ -2,6 +2,10 @@
 //
 //   gradc run FILE.grad --call 'synth_grad([1, 2], [[3, 4], [6, 8]])'
 //
+// `--call` may be repeated: the file is compiled once and the calls are
+// evaluated in turn, each one's results after a line `# CALL` (the
+// differential tests of test/Backends run many calls per process).
+//
 // Compiles the file through differentiation (so generated `NAME_grad`
 // functions can be called too), parses the call text with the literal
 // parser of lib/IR, converts each literal to its parameter's element type,
@@ -17,6 +21,7 @@
 
 #include "Driver.h"
 
+#include "gradc/ClangJIT/ClangJIT.h"
 #include "gradc/Emit/LLVMJIT.h"
 #include "gradc/IR/Literal.h"
 
@@ -24,6 +29,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
 
 using namespace gradc;
 using namespace gradc::driver;
@@ -39,6 +46,10 @@ const RunBackend runBackends[] = {
     {"interp", "the reference interpreter of lib/IR", ir::interpret},
     {"llvm", "LLVM IR compiled by ORC's JIT (lib/Emit/LLVMJIT)",
      emit::runWithLLVMJIT},
+    {"cpp",
+     "the C++ backend's code compiled in-process by Clang, run by ORC's JIT "
+     "(lib/ClangJIT)",
+     clangjit::runWithClangJIT},
 };
 
 std::string listBackends() {
@@ -301,8 +312,8 @@ bool CallRunner::run(llvm::StringRef callText) {
 } // namespace
 
 int driver::runCommand(Compilation &c, llvm::StringRef path,
-                       llvm::StringRef callText, llvm::StringRef backendName,
-                       llvm::StringRef pipeline) {
+                       llvm::ArrayRef<std::string> callTexts,
+                       llvm::StringRef backendName, llvm::StringRef pipeline) {
   const RunBackend *backend = lookupRunBackend(backendName);
   if (!backend) {
     c.diags->report(SourceLoc(), diag::err_run_unknown_backend)
@@ -312,6 +323,18 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline))
     return c.finish();
-  CallRunner(c, *backend).run(callText);
+  // Several calls share one compilation (and the backend's compiled code):
+  // each one's results follow a line "# CALL", and a failed call does not
+  // stop the next ones.
+  bool several = callTexts.size() > 1;
+  for (const std::string &callText : callTexts) {
+    if (several) {
+      std::string header = callText;
+      std::replace(header.begin(), header.end(), '\n', ' ');
+      llvm::outs() << "# " << header << "\n";
+    }
+    CallRunner(c, *backend).run(callText);
+  }
+  llvm::outs().flush();
   return c.finish();
 }

@@ -1,7 +1,7 @@
 //===- gradc.cpp - The gradc command line ---------------------------------===//
 //
 //   gradc FILE.grad [--emit=ast|ir|grad-ir|cpp|llvm|obj|header] [-o OUT]
-//   gradc run FILE.grad --call 'EXPR' [--backend=...]
+//   gradc run FILE.grad --call 'EXPR' [--call 'EXPR' ...] [--backend=...]
 //   gradc check FILE.grad
 //
 // A thin layer over Driver.h: option parsing and output files. Exit status
@@ -99,12 +99,15 @@ cl::opt<std::string> targetCPU(
              "with --target)"),
     cl::value_desc("CPU"), cl::init(""), cl::cat(gradcCategory));
 
-cl::opt<std::string> callExpr("call", cl::desc("The call to evaluate"),
-                              cl::value_desc("EXPR"), cl::sub(runCmd),
-                              cl::Required, cl::cat(gradcCategory));
+cl::list<std::string>
+    callExprs("call",
+              cl::desc("The call to evaluate (repeat for several calls)"),
+              cl::value_desc("EXPR"), cl::sub(runCmd), cl::OneOrMore,
+              cl::cat(gradcCategory));
 
 cl::opt<std::string> backend("backend",
-                             cl::desc("How to run: interp (default)"),
+                             cl::desc("How to run: interp (default), llvm "
+                                      "or cpp"),
                              cl::init("interp"), cl::sub(runCmd),
                              cl::sub(checkCmd), cl::cat(gradcCategory));
 
@@ -279,7 +282,7 @@ int main(int argc, char **argv) {
                               "gradc: a source-to-source gradient compiler\n");
   Compilation c(verify);
   if (runCmd)
-    return runCommand(c, inputFile, callExpr, backend, pipeline());
+    return runCommand(c, inputFile, callExprs, backend, pipeline());
   if (checkCmd)
     return checkCommand(c, inputFile, backend, pipeline(), checkSeed,
                         checkPoints);

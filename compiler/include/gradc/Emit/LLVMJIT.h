@@ -15,13 +15,24 @@
 #include "gradc/IR/Interpreter.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
+namespace llvm {
+class LLVMContext;
+class Module;
+} // namespace llvm
+
 namespace gradc::emit {
+
+/// The module name of the C symbols of JIT-compiled code: function F is
+/// `cSymbolName(jitModuleName, F)` and its trampoline that name passed
+/// through jitWrapperName (EmitLLVM.h).
+inline constexpr const char *jitModuleName = "gradc_jit";
 
 /// A module compiled in memory: compile once, call any exported function
 /// many times (finite differences call the same function again and again).
@@ -36,6 +47,19 @@ public:
   static std::unique_ptr<JITModule>
   create(const ir::Module &module, unsigned optLevel, std::string &error,
          llvm::ArrayRef<std::string> roots = {});
+
+  /// Compiles an LLVM module that another compiler made from `module`
+  /// (the `cpp` backend's in-process Clang) for the host, with code
+  /// generation level `optLevel`. It must define the trampoline of every
+  /// function that call() will be asked for, with EmitLLVM's signature
+  /// `int32_t (const int64_t *sizes, void **args, void **outs)` and name;
+  /// marshalling and status codes are then the same as for create().
+  /// Symbols it leaves undefined resolve to the process (libm, malloc).
+  static std::unique_ptr<JITModule>
+  createFromLLVMModule(const ir::Module &module,
+                       std::unique_ptr<llvm::Module> llvmModule,
+                       std::unique_ptr<llvm::LLVMContext> context,
+                       unsigned optLevel, std::string &error);
 
   /// Calls `fnName` on `args`, whose shapes must fit the signature (the
   /// driver checks them). False with `error` set on a shape mismatch or a
@@ -56,6 +80,18 @@ private:
 bool runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                     llvm::ArrayRef<ir::Tensor> args,
                     std::vector<ir::Tensor> &results, std::string &error);
+
+/// The JITModule that `compile` makes for `module`, compiled on the first
+/// request and kept for the life of the process: `gradc check` calls the
+/// same functions hundreds of times. Entries are keyed by the module's
+/// printed IR and by `tag` (what was compiled, and how: "llvm:f",
+/// "cpp"), so a changed module is never served stale code. Null with
+/// `error` set when `compile` fails; the failure is kept too.
+JITModule *
+getCachedJITModule(const ir::Module &module, llvm::StringRef tag,
+                   llvm::function_ref<std::unique_ptr<JITModule>(std::string &)>
+                       compile,
+                   std::string &error);
 
 /// The message for a status of docs/ABI.md ("integer division by zero").
 std::string describeStatus(int status);

@@ -163,9 +163,10 @@ struct Expr;
 using ExprP = std::shared_ptr<const Expr>;
 
 struct Expr {
-  enum Kind { Atom, Access, Call, Unary, Binary, Cond };
+  enum Kind { Atom, Access, Index, Call, Unary, Binary, Cond };
   Kind kind;
-  /// Atom text, array name, callee, or operator.
+  /// Atom text, array name, callee, or operator. An Index is the value of
+  /// a loop position itself (its form), as one_hot compares against it.
   std::string text;
   std::vector<ExprP> args;
   LinearForm form; // Access
@@ -227,8 +228,15 @@ ExprP cond(ExprP c, ExprP a, ExprP b) {
   e->args = {std::move(c), std::move(a), std::move(b)};
   return e;
 }
+ExprP indexValue(LinearForm form) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Index;
+  e->form = std::move(form);
+  return e;
+}
 bool isLeaf(const ExprP &e) {
-  return e->kind == Expr::Atom || e->kind == Expr::Access;
+  return e->kind == Expr::Atom || e->kind == Expr::Access ||
+         e->kind == Expr::Index;
 }
 
 std::string accessIndex(const LinearForm &form, const LoopMap &map) {
@@ -257,6 +265,11 @@ public:
       return e->text;
     case Expr::Access:
       return e->text + "[" + accessIndex(e->form, map) + "]";
+    case Expr::Index: {
+      std::string text = accessIndex(e->form, map);
+      bool sum = text.find(' ') != std::string::npos;
+      return sum ? "(" + text + ")" : text;
+    }
     case Expr::Call: {
       std::vector<std::string> args;
       for (const ExprP &a : e->args)
@@ -286,6 +299,7 @@ public:
     switch (e->kind) {
     case Expr::Atom:
     case Expr::Access:
+    case Expr::Index:
       return f;
     case Expr::Call: {
       std::string s = e->text + "(";
@@ -712,7 +726,7 @@ void FunctionEmitter::decideStorage() {
         i.isAlias = true;
       } else if (isSplatConstant(op) || isIndexMap(k)) {
         i.storage = Storage::Inline;
-      } else if (isElementwise(k)) {
+      } else if (isElementwise(k) || k == OpKind::OneHot) {
         bool inlineIt = i.uses == 1 && i.user &&
                         readsEachElementOnce(v, *i.user) &&
                         (!scalar || v->getName().empty());
@@ -810,12 +824,15 @@ void FunctionEmitter::requirePointers() {
         ensurePointer(v);
       }
       break;
+    case OpKind::OneHot:
+      if (info[op.getResult()].storage == Storage::Inline)
+        break;
+      [[fallthrough]];
     case OpKind::Reshape:
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
     case OpKind::LogSumExp:
     case OpKind::SoftmaxCrossEntropy:
-    case OpKind::OneHot:
       for (const ir::Value *v : op.getOperands())
         ensurePointer(v);
       break;
@@ -1073,6 +1090,19 @@ ExprP FunctionEmitter::opExpr(const ir::Op &op, unsigned result,
     return literal(type.dtype, op.getAttrs().getFloats("value")[0]);
   case OpKind::BroadcastTo:
     return valueExpr(x, broadcastIndex(idx, type.shape, x->getType().shape));
+  case OpKind::OneHot: {
+    // 1 where the index equals the position along the last axis; an index
+    // out of range matches no position (a row of zeros).
+    Index in(idx.begin(), idx.end() - 1);
+    const Idx &last = idx.back();
+    LinearForm position;
+    if (last.dim >= 0)
+      position.add(last.dim, Product());
+    if (last.offset)
+      position.add(-1, Product::of(last.offset));
+    ExprP hit = binary("==", valueExpr(x, in), indexValue(position));
+    return cond(hit, literal(type.dtype, 1), literal(type.dtype, 0));
+  }
   case OpKind::Reshape:
     // The operand is contiguous: the same flat offset.
     return access(pointerOf(x), rowMajorForm(type.shape, idx));
@@ -1205,7 +1235,7 @@ FunctionEmitter::collectForms(const ExprP &e) const {
   while (!work.empty()) {
     const Expr *x = work.back();
     work.pop_back();
-    if (x->kind == Expr::Access)
+    if (x->kind == Expr::Access || x->kind == Expr::Index)
       forms.push_back(&x->form);
     for (const ExprP &a : x->args)
       work.push_back(a.get());

@@ -34,6 +34,7 @@
 #include "gradc/Emit/Mangle.h"
 
 #include "clang/Basic/Diagnostic.h"
+#include "clang/Basic/DiagnosticLex.h"
 #include "clang/Basic/DiagnosticOptions.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/CodeGen/CodeGenAction.h"
@@ -121,8 +122,14 @@ public:
     llvm::SmallString<128> message;
     info.FormatDiagnostic(message);
     first = message.str().str();
-    if (info.getLocation().isValid() && info.hasSourceManager())
+    if (info.getLocation().isValid() && info.hasSourceManager()) {
       describeLocation(info.getSourceManager(), info.getLocation());
+      // The runtime includes only standard headers: if one is missing, the
+      // machine lacks a C++ standard library, which is no bug of gradc.
+      missingStandardHeader =
+          info.getID() == clang::diag::err_pp_file_not_found &&
+          llvm::StringRef(where).starts_with("gradc/Runtime.h:");
+    }
   }
 
   bool hasError() const { return !first.empty(); }
@@ -133,6 +140,11 @@ public:
     if (where.empty())
       return DiagnosticEngine::formatMessage(diag::err_clang_jit_setup,
                                              {first});
+    if (missingStandardHeader)
+      return DiagnosticEngine::formatMessage(
+          diag::err_clang_jit_setup,
+          {"the C++ standard library's headers are not installed (" + first +
+           ", included by " + where + ")"});
     std::string others;
     if (more)
       others = "\n(and " + std::to_string(more) + " more error" +
@@ -170,6 +182,7 @@ private:
 
   std::string first, where, snippet;
   unsigned more = 0;
+  bool missingStandardHeader = false;
 };
 
 /// LLVM's native target, for Clang's code generator and for ORC.

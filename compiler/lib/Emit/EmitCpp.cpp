@@ -429,7 +429,13 @@ ExprP literal(DType dtype, double v) {
                    ("std::numeric_limits<" + type + ">::infinity()"))
                       .str(),
                   v < 0 ? 3 : 0);
-    std::string s = f32 ? formatFloat(static_cast<float>(v)) : formatDouble(v);
+    // Whole numbers read best as such (10.0f, not 1e+01f).
+    std::string s = std::fabs(v) < 1e15 && v == std::trunc(v)
+                        ? std::to_string(static_cast<int64_t>(v))
+                    : f32 ? formatFloat(static_cast<float>(v))
+                          : formatDouble(v);
+    if (v == 0 && std::signbit(v))
+      s = "-0";
     if (s.find_first_of(".eE") == std::string::npos)
       s += ".0";
     if (f32)
@@ -506,6 +512,37 @@ bool isSplatConstant(const ir::Op &op) {
   return op.getKind() == OpKind::Constant &&
          (op.getAttrs().getFloats("value").size() == 1 ||
           op.getResult()->getType().isScalar());
+}
+
+/// `head` + the parameters joined by ", " + `tail`, laid out as
+/// clang-format's LLVM style would: on one line if it fits; else with the
+/// parameters aligned after the parenthesis; else, when that would leave
+/// little room (a long name), broken after the parenthesis and indented 4.
+std::string declarationLines(const std::string &head,
+                             const std::vector<std::string> &params,
+                             const std::string &tail) {
+  std::string one = head + llvm::join(params, ", ") + tail;
+  if (one.size() <= lineLimit)
+    return one;
+  bool afterParen = head.size() > 40;
+  std::string text = afterParen ? head + "\n    " : head;
+  size_t col = afterParen ? 4 : head.size();
+  size_t cur = col;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string piece = params[i];
+    piece += i + 1 < params.size() ? std::string(",") : tail;
+    if (i > 0 && cur + 1 + piece.size() > lineLimit) {
+      text += '\n';
+      text.append(col, ' ');
+      cur = col;
+    } else if (i > 0) {
+      text += ' ';
+      ++cur;
+    }
+    text += piece;
+    cur += piece.size();
+  }
+  return text;
 }
 
 /// Whether an op of any function calls `fn`.
@@ -2182,22 +2219,7 @@ std::string FunctionEmitter::signature(llvm::StringRef body) const {
     text += "// " + l + "\n";
   std::string head =
       linkage(fn) + cSymbolName(options.moduleName, fn.getName()) + "(";
-  std::string sig = head + llvm::join(decls, ", ") + ") {";
-  if (sig.size() <= lineLimit)
-    return text + sig + "\n";
-  std::string cur = head;
-  unsigned col = head.size();
-  for (size_t d = 0; d < decls.size(); ++d) {
-    std::string piece = decls[d] + (d + 1 < decls.size() ? "," : ") {");
-    if (cur.size() > col && cur.size() + 1 + piece.size() > lineLimit) {
-      text += cur + "\n";
-      cur = std::string(col, ' ');
-    } else if (cur.size() > col) {
-      cur += " ";
-    }
-    cur += piece;
-  }
-  return text + cur + "\n";
+  return text + declarationLines(head, decls, ") {") + "\n";
 }
 
 } // namespace
@@ -2232,24 +2254,7 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
       decls.push_back(cParamDecl(p));
     std::string head =
         linkage(*f) + cSymbolName(options.moduleName, f->getName()) + "(";
-    std::string sig = head + llvm::join(decls, ", ") + ");";
-    if (sig.size() <= lineLimit) {
-      text += sig + "\n";
-      continue;
-    }
-    std::string cur = head;
-    unsigned col = head.size();
-    for (size_t d = 0; d < decls.size(); ++d) {
-      std::string piece = decls[d] + (d + 1 < decls.size() ? "," : ");");
-      if (cur.size() > col && cur.size() + 1 + piece.size() > lineLimit) {
-        text += cur + "\n";
-        cur = std::string(col, ' ');
-      } else if (cur.size() > col) {
-        cur += " ";
-      }
-      cur += piece;
-    }
-    text += cur + "\n";
+    text += declarationLines(head, decls, ");") + "\n";
   }
   for (const ir::Function *f : exported) {
     text += "\n";

@@ -31,8 +31,13 @@ std::string joinWrapped(const std::string &head,
   std::string one = head + llvm::join(items, ", ") + tail;
   if (one.size() <= lineLimit)
     return one;
-  std::string text = head;
-  size_t col = head.size(), cur = col;
+  // A long head leaves little room after the parenthesis: break after it
+  // and indent 4, as clang-format would.
+  size_t indent = head.find_first_not_of(' ');
+  bool afterParen = head.size() > 40 && head.back() == '(';
+  std::string text =
+      afterParen ? head + "\n" + std::string(indent + 4, ' ') : head;
+  size_t col = afterParen ? indent + 4 : head.size(), cur = col;
   for (size_t i = 0; i < items.size(); ++i) {
     std::string piece = items[i];
     piece += i + 1 < items.size() ? std::string(",") : tail;

@@ -106,9 +106,9 @@ cl::list<std::string>
               cl::cat(gradcCategory));
 
 cl::opt<std::string> backend("backend",
-                             cl::desc("How to run: interp (default), llvm "
+                             cl::desc("How to run: llvm (default), interp "
                                       "or cpp"),
-                             cl::init("interp"), cl::sub(runCmd),
+                             cl::init("llvm"), cl::sub(runCmd),
                              cl::sub(checkCmd), cl::cat(gradcCategory));
 
 cl::opt<uint64_t> checkSeed("seed",

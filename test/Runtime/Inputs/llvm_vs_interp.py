@@ -5,9 +5,12 @@ printed results.
 
 Usage: llvm_vs_interp.py GRADC FILE.grad [--calls-from F ...] [--call C ...]
 
+Each backend runs all the calls in one process (`gradc run FILE --call A
+--call B ...`), so each compiles the file once.
+
 The calls are every `# CALL: f(...)` line of the --calls-from files (and
 each --call). A `# CALL-ERROR: f(...)` line expects both backends to fail
-(exit 1, an error message) on the call.
+(no results, an "evaluating 'f' failed" error) on the call.
 
 Tolerance: both backends compute with the same arithmetic (docs/
 LLVMBackend.md: f32 transcendental functions and sums in double, the same
@@ -29,12 +32,24 @@ import sys
 NUMBER = re.compile(r"-?(?:inf|nan|\d+(?:\.\d*)?(?:e[-+]?\d+)?)|true|false")
 
 
-def run(gradc, path, call, backend):
-    p = subprocess.run([gradc, "run", path, "--call", call,
-                        "--backend=" + backend],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def run(gradc, path, calls, backend):
+    """Runs every call in one process; returns the exit status, the output
+    of each call (a list, in order) and standard error."""
+    cmd = [gradc, "run", path, "--backend=" + backend]
+    for call in calls:
+        cmd += ["--call", call]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True)
-    return p.returncode, p.stdout, p.stderr
+    if len(calls) == 1:
+        return p.returncode, [p.stdout], p.stderr
+    # Several calls: each one's results follow a line "# CALL".
+    sections = []
+    for line in p.stdout.splitlines(keepends=True):
+        if line.startswith("# "):
+            sections.append("")
+        elif sections:
+            sections[-1] += line
+    return p.returncode, sections, p.stderr
 
 
 def tokens(text):
@@ -77,26 +92,27 @@ def close(a, b):
     return abs(x - y) <= 1e-5 * max(abs(x), abs(y)) + 1e-6
 
 
-def compare(gradc, path, call, expect_error):
-    rc_i, out_i, err_i = run(gradc, path, call, "interp")
-    rc_l, out_l, err_l = run(gradc, path, call, "llvm")
+def compare(call, expect_error, interp, llvm):
+    """Compares the printed results of one call; returns what differs."""
     if expect_error:
-        if rc_i == 0 or rc_l == 0 or "error:" not in err_l:
-            return "expected both backends to fail:\n interp (%d): %s%s\n" \
-                   " llvm (%d): %s%s" % (rc_i, out_i, err_i, rc_l, out_l,
-                                         err_l)
+        if interp.strip() or llvm.strip():
+            return "expected both backends to fail:\n interp: %s\n llvm: %s" \
+                % (interp, llvm)
         return None
-    if rc_i != 0 or rc_l != 0:
-        return "a backend failed:\n interp (%d): %s%s\n llvm (%d): %s%s" % (
-            rc_i, out_i, err_i, rc_l, out_l, err_l)
-    ti, tl = tokens(out_i), tokens(out_l)
+    if not interp.strip() or not llvm.strip():
+        return "a backend failed:\n interp: %s\n llvm: %s" % (interp, llvm)
+    try:
+        ti, tl = tokens(interp), tokens(llvm)
+    except ValueError as e:
+        return "unreadable output (%s):\n interp: %s llvm:   %s" % (
+            e, interp, llvm)
     if len(ti) != len(tl):
-        return "different shapes:\n interp: %s llvm:   %s" % (out_i, out_l)
+        return "different shapes:\n interp: %s llvm:   %s" % (interp, llvm)
     for a, b in zip(ti, tl):
         structural = a in "[],\n" or b in "[],\n"
         if (structural and a != b) or (not structural and not close(a, b)):
             return "%s differs from %s:\n interp: %s llvm:   %s" % (
-                b, a, out_i, out_l)
+                b, a, interp, llvm)
     return None
 
 
@@ -116,8 +132,24 @@ def main():
     if not calls:
         print("no calls given")
         return 1
-    for call, expect_error in calls:
-        problem = compare(args.gradc, args.file, call, expect_error)
+    texts = [c for c, _ in calls]
+    errors = sum(1 for _, e in calls if e)
+    runs = {}
+    for backend in ("interp", "llvm"):
+        rc, sections, err = run(args.gradc, args.file, texts, backend)
+        failures = err.count(": error: evaluating ")
+        if len(sections) != len(calls) or failures != errors or \
+                (rc != 0) != (errors != 0) or \
+                err.count("error:") != failures:
+            print("MISMATCH: %s gave %d results and %d failures for %d calls "
+                  "(%d expected to fail), exit %d:\n%s" %
+                  (backend, len(sections), failures, len(calls), errors, rc,
+                   err))
+            return 1
+        runs[backend] = sections
+    for (call, expect_error), a, b in zip(calls, runs["interp"],
+                                          runs["llvm"]):
+        problem = compare(call, expect_error, a, b)
         if problem:
             print("MISMATCH %s: %s" % (call, problem))
             return 1

@@ -926,7 +926,8 @@ void FunctionEmitter::nameValues() {
     if (p.kind != CParamKind::Output)
       continue;
     Info &i = info[p.value];
-    if (i.isParam || i.output >= 0 || !i.isRoot ||
+    // (A constant array stays a static array and is copied.)
+    if (i.isParam || i.output >= 0 || !i.isRoot || i.isStatic ||
         i.storage != Storage::Pointer)
       continue;
     i.output = p.resultIndex;

@@ -1078,12 +1078,15 @@ void FunctionLowering::lowerConstant(const ir::Op &op) {
   setMemory(result, out);
 }
 
-/// sum, mean, max: one pass over the operand in row-major order, each
-/// element combined into the accumulator of its output position, so every
-/// output adds its inputs in increasing flat index (the interpreter's
-/// order). f32 sums accumulate in double and round once at the end. When
-/// the last axis is kept, the inner loop runs over independent
-/// accumulators and vectorises.
+/// sum, mean, max: every output combines its inputs in increasing flat
+/// index (the interpreter's order); f32 sums accumulate in double and
+/// round once at the end. Three loop shapes:
+///   1. every axis reduced: one accumulator in a register;
+///   2. the reduced axes are the last ones: for each output position, one
+///      accumulator in a register over a contiguous run of inputs;
+///   3. otherwise one pass over the operand in row-major order into a row
+///      of accumulators; the inner loop runs over independent accumulators
+///      along the kept last axis, so it vectorises.
 void FunctionLowering::lowerReduce(const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const ir::Value *result = op.getResult();

@@ -3,18 +3,33 @@
 #
 # Generates code for <file.grad> at build time and makes <target>, a static
 # library that carries the generated header: `#include "<stem>.h"` after
-# `target_link_libraries(app PRIVATE <target>)`. The code is regenerated
-# when the .grad file or the gradc executable changes.
+# `target_link_libraries(app PRIVATE <target>)`, where <stem> is the file's
+# name without `.grad`. The code is regenerated when the .grad file or the
+# gradc executable changes.
 #
 # BACKEND cpp (the default) compiles generated C++ with the project's own
-# compiler; BACKEND llvm links an object file that gradc produces with LLVM
-# for the host. Both implement the same C ABI, declared by the same header.
+# compiler and flags; BACKEND llvm links an object file that gradc compiles
+# with LLVM for the host CPU (pass OPTIONS --cpu=generic, or --target=...,
+# for another machine). Both implement the same C ABI, declared by the same
+# header, so switching backends changes no line of the program.
+#
+# MODULE_NAME sets the prefix of the C symbols and the C++ namespace
+# (`--module-name`); without it gradc derives them from <stem> (docs/ABI.md).
+# OPTIONS are passed to every gradc command of the module (for example -O0
+# or --passes=...).
 #
 # Works in the gradc tree (GRADC_EXECUTABLE is the `gradc` target) and from
-# an installed package (the imported `gradc::gradc`).
+# an installed package (the imported `gradc::gradc`). GRADC_RUNTIME_TARGET
+# names the interface library with the runtime headers (`gradc/Runtime.h`),
+# which the C++ layer of every generated header includes.
 
 function(gradc_add_module target grad_file)
-  cmake_parse_arguments(ARG "" "BACKEND;MODULE_NAME" "OPTIONS" ${ARGN})
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "BACKEND;MODULE_NAME" "OPTIONS")
+  if(ARG_UNPARSED_ARGUMENTS)
+    list(JOIN ARG_UNPARSED_ARGUMENTS " " unparsed)
+    message(FATAL_ERROR "gradc_add_module: unknown argument(s) '${unparsed}'; "
+      "expected BACKEND, MODULE_NAME or OPTIONS")
+  endif()
   if(NOT ARG_BACKEND)
     set(ARG_BACKEND cpp)
   endif()
@@ -28,60 +43,81 @@ function(gradc_add_module target grad_file)
 
   get_filename_component(grad_path "${grad_file}" ABSOLUTE)
   get_filename_component(stem "${grad_file}" NAME_WE)
-  if(NOT ARG_MODULE_NAME)
-    string(MAKE_C_IDENTIFIER "${stem}" ARG_MODULE_NAME)
-  endif()
   set(out_dir "${CMAKE_CURRENT_BINARY_DIR}/gradc/${target}")
   set(header "${out_dir}/${stem}.h")
-  set(common_flags "--module-name=${ARG_MODULE_NAME}" ${ARG_OPTIONS})
-  # Depending on the executable's file makes a rebuilt gradc regenerate.
+  set(flags ${ARG_OPTIONS})
+  # Without MODULE_NAME gradc names the module itself, so that the symbols
+  # are those that docs/ABI.md promises for the file name.
+  if(ARG_MODULE_NAME)
+    list(PREPEND flags "--module-name=${ARG_MODULE_NAME}")
+  endif()
+
+  # An executable target in DEPENDS, the `gradc` of this tree or the
+  # imported gradc::gradc, makes the commands re-run when its file changes.
   if(TARGET "${GRADC_EXECUTABLE}")
-    set(gradc_dep "${GRADC_EXECUTABLE}")
     set(gradc_cmd "$<TARGET_FILE:${GRADC_EXECUTABLE}>")
   else()
-    set(gradc_dep "${GRADC_EXECUTABLE}")
     set(gradc_cmd "${GRADC_EXECUTABLE}")
   endif()
 
+  if(ARG_BACKEND STREQUAL "cpp")
+    set(code "${out_dir}/${stem}.cpp")
+    set(emit cpp)
+  else()
+    # The object suffix of the platform (.o, .obj) from whichever of C++
+    # and C the project enabled.
+    set(ext "${CMAKE_CXX_OUTPUT_EXTENSION}")
+    if(NOT ext)
+      set(ext "${CMAKE_C_OUTPUT_EXTENSION}")
+    endif()
+    if(NOT ext)
+      set(ext ".o")
+    endif()
+    set(code "${out_dir}/${stem}${ext}")
+    set(emit obj)
+  endif()
+
+  get_filename_component(code_name "${code}" NAME)
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+
+  # One command writes both files, so the header never describes other
+  # code than the one linked.
   add_custom_command(
-    OUTPUT "${header}"
+    OUTPUT "${header}" "${code}"
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${out_dir}"
-    COMMAND ${gradc_cmd} "${grad_path}" --emit=header -o "${header}"
-            ${common_flags}
-    DEPENDS "${grad_path}" ${gradc_dep}
-    COMMENT "gradc: header for ${grad_file}"
+    COMMAND ${gradc_cmd} "${grad_path}" --emit=header -o "${header}" ${flags}
+    COMMAND ${gradc_cmd} "${grad_path}" --emit=${emit} -o "${code}" ${flags}
+    DEPENDS "${grad_path}" "${GRADC_EXECUTABLE}"
+    COMMENT "gradc: generating ${stem}.h and ${code_name} for ${target}"
     VERBATIM)
 
   if(ARG_BACKEND STREQUAL "cpp")
-    set(code "${out_dir}/${stem}.cpp")
-    add_custom_command(
-      OUTPUT "${code}"
-      COMMAND "${CMAKE_COMMAND}" -E make_directory "${out_dir}"
-      COMMAND ${gradc_cmd} "${grad_path}" --emit=cpp -o "${code}"
-              ${common_flags}
-      DEPENDS "${grad_path}" ${gradc_dep}
-      COMMENT "gradc: C++ for ${grad_file}"
-      VERBATIM)
     add_library(${target} STATIC "${code}" "${header}")
   else()
-    set(code "${out_dir}/${stem}${CMAKE_C_OUTPUT_EXTENSION}")
-    if(NOT CMAKE_C_OUTPUT_EXTENSION)
-      set(code "${out_dir}/${stem}.o")
-    endif()
-    add_custom_command(
-      OUTPUT "${code}"
-      COMMAND "${CMAKE_COMMAND}" -E make_directory "${out_dir}"
-      COMMAND ${gradc_cmd} "${grad_path}" --emit=obj -o "${code}"
-              ${common_flags}
-      DEPENDS "${grad_path}" ${gradc_dep}
-      COMMENT "gradc: object file for ${grad_file}"
-      VERBATIM)
     set_source_files_properties("${code}" PROPERTIES
       EXTERNAL_OBJECT TRUE GENERATED TRUE)
     add_library(${target} STATIC "${code}" "${header}")
-    set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
+    # The library has no source to infer the language from; a C program
+    # needs no C++ to link the object.
+    if("CXX" IN_LIST languages)
+      set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
+    else()
+      set_target_properties(${target} PROPERTIES LINKER_LANGUAGE C)
+    endif()
+    # LLVM's code calls libm (exp, log, tanh, ...) and malloc; a C++ link
+    # brings libm anyway, a C program's link does not.
+    if(UNIX AND NOT APPLE)
+      target_link_libraries(${target} PUBLIC m)
+    endif()
   endif()
-  target_include_directories(${target} PUBLIC
-    "$<BUILD_INTERFACE:${out_dir}>" ${GRADC_RUNTIME_INCLUDE_DIR})
-  target_compile_features(${target} PUBLIC cxx_std_17)
+  target_include_directories(${target} PUBLIC "$<BUILD_INTERFACE:${out_dir}>")
+  if(GRADC_RUNTIME_TARGET)
+    target_link_libraries(${target} PUBLIC ${GRADC_RUNTIME_TARGET})
+  else()
+    target_include_directories(${target} PUBLIC ${GRADC_RUNTIME_INCLUDE_DIR})
+  endif()
+  # The C++ layer of the header (and the generated C++) needs C++17.
+  if("CXX" IN_LIST languages)
+    target_compile_features(${target} PUBLIC cxx_std_17)
+  endif()
 endfunction()

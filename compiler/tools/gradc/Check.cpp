@@ -106,6 +106,8 @@ private:
 
   bool checkFunction(const ir::Function &fn, const ir::Function &grad,
                      const ir::Function::GradSpec &spec);
+  void noteRule(const ir::GradRuleAttr &rule, llvm::StringRef owner,
+                Deviations &out);
   void collectDeviations(const ir::Function &fn, Deviations &out,
                          llvm::SmallPtrSetImpl<const ir::Function *> &seen);
   bool drawPoint(const ir::Function &fn, std::vector<ir::Tensor> &args);
@@ -231,6 +233,20 @@ double GradientChecker::centralDifference(
   return (plus - minus) / (2 * h);
 }
 
+/// Records `rule` as a declared surrogate when the rule, or the
+/// @custom_grad function `owner` it is the gradient of, says @surrogate.
+void GradientChecker::noteRule(const ir::GradRuleAttr &rule,
+                               llvm::StringRef owner, Deviations &out) {
+  std::string what = "rule '" + rule.ruleName + "' (@" + rule.via + " at " +
+                     sm.formatLoc(rule.annotationLoc) + ")";
+  const ast::RuleDecl *decl = ast.findRule(rule.ruleName);
+  const ast::FnDecl *ownerDecl = owner.empty() ? nullptr : ast.findFn(owner);
+  bool declared =
+      (decl && hasAnnotation(decl->annotations, "surrogate")) ||
+      (ownerDecl && hasAnnotation(ownerDecl->annotations, "surrogate"));
+  (declared ? out.surrogates : out.undeclaredRules).push_back(what);
+}
+
 void GradientChecker::collectDeviations(
     const ir::Function &fn, Deviations &out,
     llvm::SmallPtrSetImpl<const ir::Function *> &seen) {
@@ -239,19 +255,15 @@ void GradientChecker::collectDeviations(
   if (const ast::FnDecl *decl = ast.findFn(fn.getName()))
     if (hasAnnotation(decl->annotations, "surrogate"))
       out.surrogates.push_back("function '" + fn.getName().str() + "'");
+  // A @custom_grad function (or one with a grad block) is differentiated
+  // as a whole by its own rule.
+  if (fn.getCustomGrad().isSet())
+    noteRule(fn.getCustomGrad(), fn.getName(), out);
   for (const auto &op : fn.getOps()) {
     const ir::GradRuleAttr &rule = op->getGradRule();
-    if (rule.isSet()) {
-      std::string what = "rule '" + rule.ruleName + "' (@" + rule.via +
-                         " at " + sm.formatLoc(rule.annotationLoc) + ")";
-      const ast::RuleDecl *decl = ast.findRule(rule.ruleName);
-      const ast::FnDecl *owner =
-          op->getKind() == OpKind::Call ? ast.findFn(op->getCallee()) : nullptr;
-      bool declared =
-          (decl && hasAnnotation(decl->annotations, "surrogate")) ||
-          (owner && hasAnnotation(owner->annotations, "surrogate"));
-      (declared ? out.surrogates : out.undeclaredRules).push_back(what);
-    }
+    if (rule.isSet())
+      noteRule(rule,
+               op->getKind() == OpKind::Call ? op->getCallee() : "", out);
     if (op->getKind() == OpKind::StopGradient)
       out.stopGradients.push_back(sm.formatLoc(op->getLoc()));
     // A custom-grad function is a primitive: its body is never

@@ -605,6 +605,13 @@ private:
       } else if (key == "grad_loc") {
         if (!parseLocation())
           return false;
+      } else if (key == "custom_grad") {
+        GradRuleAttr rule;
+        if (!isIdent("rule"))
+          return expected("'rule(...)' after 'custom_grad ='");
+        if (!parseRule(rule))
+          return false;
+        scope.fn->setCustomGrad(std::move(rule));
       } else {
         diags.report(keyLoc, diag::err_ir_unknown_fn_attr) << key;
         return false;

@@ -182,6 +182,7 @@ private:
   // fnAttrs ::= 'attributes' '{' fnAttr (',' fnAttr)* '}'
   // fnAttr  ::= 'role' '=' ('grad' | 'rule_instance') | 'grad' '=' '@' name
   //           | 'wrt' '=' '[' ints ']' | 'grad_loc' '=' location
+  //           | 'custom_grad' '=' ruleAttr
   void printFunctionAttrs(const Function &fn) {
     llvm::SmallVector<std::string, 4> attrs;
     if (fn.getRole() == Function::Role::Grad)
@@ -199,6 +200,9 @@ private:
       if (!loc.empty())
         attrs.push_back(("grad_loc = " + llvm::Twine(loc)).str());
     }
+    // The function's own rule (@custom_grad or a grad block): its gradient.
+    if (fn.getCustomGrad().isSet())
+      attrs.push_back("custom_grad = " + ruleStr(fn.getCustomGrad()));
     if (attrs.empty())
       return;
     os << " attributes {" << llvm::join(attrs, ", ") << "}";
@@ -293,17 +297,25 @@ private:
   }
 
   // ruleAttr ::= 'rule' '(' '@' name ',' string ',' via (',' location)? ')'
-  void printRule(const GradRuleAttr &rule) {
-    if (!rule.isSet())
-      return;
-    os << " rule(@" << formatIRName(rule.function) << ", "
+  std::string ruleStr(const GradRuleAttr &rule) const {
+    std::string s;
+    llvm::raw_string_ostream rs(s);
+    rs << "rule(@" << formatIRName(rule.function) << ", "
        << formatIRString(rule.ruleName) << ", ";
     bool bareVia = !rule.via.empty() && llvm::all_of(rule.via, [](char c) {
       return llvm::isAlnum(c) || c == '_';
     }) && !llvm::isDigit(rule.via.front());
-    os << (bareVia ? rule.via : formatIRString(rule.via));
-    printLoc(rule.annotationLoc, ", ");
-    os << ")";
+    rs << (bareVia ? rule.via : formatIRString(rule.via));
+    std::string loc = locStr(rule.annotationLoc);
+    if (!loc.empty())
+      rs << ", " << loc;
+    rs << ")";
+    return s;
+  }
+
+  void printRule(const GradRuleAttr &rule) {
+    if (rule.isSet())
+      os << " " << ruleStr(rule);
   }
 };
 

@@ -92,11 +92,21 @@ void maxGrad(GradContext &ctx, const ir::Op &op) {
 }
 
 // y = logsumexp(x, axes) = ln sum(e^x):
-//   dx += reshape(dy, K) * e^(x - reshape(y, K))      (the softmax of x)
+//   dx += reshape(dy, K) * e^(x - m) / sum(e^(x - m))   (the softmax of x)
+// with m = stop_gradient(max(x, axes, keepdims)). The softmax does not
+// depend on m, so stopping its gradient is exact; shifting by m instead of
+// y keeps the exponent exact where y is large and rounded (at x = [1000,
+// 1000] in f32, e^(x - y) gives 0.4999855, the shifted form 0.5).
 void logSumExpGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *x = op.getOperand(0), *y = op.getResult();
-  Value *softmax = b.unary(OpKind::Exp, b.sub(x, withKeptAxes(ctx, op, y)));
+  AttrList maxAttrs;
+  maxAttrs.set("axis", reducedAxes(op));
+  maxAttrs.set("keepdims", true);
+  Value *m = b.unary(OpKind::StopGradient,
+                     b.create1(OpKind::Max, {x}, std::move(maxAttrs)));
+  Value *e = b.unary(OpKind::Exp, b.sub(x, m));
+  Value *softmax = b.div(e, b.sum(e, reducedAxes(op), /*keepdims=*/true));
   Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(y));
   ctx.accumulate(x, b.mul(dy, softmax));
 }

@@ -98,3 +98,16 @@ TEST(OpTable, TensorFlowNamesAndSuggestions) {
   EXPECT_EQ(suggestOpName("zzzzzzzz"), "");
   EXPECT_EQ(lookupOp("constant"), nullptr); // IR-only
 }
+
+TEST(OpTable, ElementwiseArithmetic) {
+  EXPECT_TRUE(isElementwiseArithmetic(OpKind::Tanh));
+  EXPECT_TRUE(isElementwiseArithmetic(OpKind::Add));
+  EXPECT_TRUE(isElementwiseArithmetic(OpKind::Less));
+  EXPECT_TRUE(isElementwiseArithmetic(OpKind::Clip));
+  // Copies, fills, layout and reductions are not arithmetic per element.
+  EXPECT_FALSE(isElementwiseArithmetic(OpKind::Identity));
+  EXPECT_FALSE(isElementwiseArithmetic(OpKind::ZerosLike));
+  EXPECT_FALSE(isElementwiseArithmetic(OpKind::BroadcastTo));
+  EXPECT_FALSE(isElementwiseArithmetic(OpKind::Sum));
+  EXPECT_FALSE(isElementwiseArithmetic(OpKind::MatMul));
+}

@@ -450,41 +450,7 @@ ExprP literal(DType dtype, double v) {
 // Op classification
 //===----------------------------------------------------------------------===//
 
-bool isElementwise(OpKind k) {
-  switch (k) {
-  case OpKind::Neg:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Abs:
-  case OpKind::Sign:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Softplus:
-  case OpKind::Square:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Pow:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-  case OpKind::Less:
-  case OpKind::LessEqual:
-  case OpKind::Greater:
-  case OpKind::GreaterEqual:
-  case OpKind::Equal:
-  case OpKind::NotEqual:
-  case OpKind::Select:
-  case OpKind::Clip:
-    return true;
-  default:
-    return false;
-  }
-}
+bool isElementwise(OpKind k) { return isElementwiseArithmetic(k); }
 
 /// Ops that only move or repeat elements (or make constants): free to
 /// inline wherever they are used.

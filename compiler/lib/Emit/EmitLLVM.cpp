@@ -75,43 +75,16 @@ enum Status : int32_t {
 constexpr int64_t maxStackTemporary = 256;
 
 bool isElementwise(OpKind kind) {
+  // Copies, fills and broadcasts are index maps the loops absorb too.
   switch (kind) {
   case OpKind::Identity:
   case OpKind::StopGradient:
   case OpKind::ZerosLike:
   case OpKind::OnesLike:
-  case OpKind::Neg:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Abs:
-  case OpKind::Sign:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Softplus:
-  case OpKind::Square:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Pow:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-  case OpKind::Less:
-  case OpKind::LessEqual:
-  case OpKind::Greater:
-  case OpKind::GreaterEqual:
-  case OpKind::Equal:
-  case OpKind::NotEqual:
-  case OpKind::Select:
-  case OpKind::Clip:
   case OpKind::BroadcastTo:
     return true;
   default:
-    return false;
+    return isElementwiseArithmetic(kind);
   }
 }
 

@@ -845,6 +845,42 @@ bool gradc::inferOpTypes(OpKind op, llvm::ArrayRef<TensorType> operands,
   return info.inferTypes(operands, attrs, results, error);
 }
 
+bool gradc::isElementwiseArithmetic(OpKind op) {
+  switch (op) {
+  case OpKind::Neg:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Abs:
+  case OpKind::Sign:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Tanh:
+  case OpKind::Sigmoid:
+  case OpKind::Relu:
+  case OpKind::Softplus:
+  case OpKind::Square:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+  case OpKind::Less:
+  case OpKind::LessEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterEqual:
+  case OpKind::Equal:
+  case OpKind::NotEqual:
+  case OpKind::Select:
+  case OpKind::Clip:
+    return true;
+  default:
+    return false;
+  }
+}
+
 std::optional<Shape> gradc::broadcastShapes(llvm::ArrayRef<Dim> a,
                                             llvm::ArrayRef<Dim> b) {
   size_t rank = std::max(a.size(), b.size());

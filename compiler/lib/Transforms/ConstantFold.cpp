@@ -73,41 +73,7 @@ double storedElement(double v, DType dtype) {
 
 /// Elementwise ops: each result element depends on the elements at the
 /// same (broadcast) position only, so splat operands give a splat result.
-bool isElementwise(OpKind kind) {
-  switch (kind) {
-  case OpKind::Neg:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Abs:
-  case OpKind::Sign:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Softplus:
-  case OpKind::Square:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Pow:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-  case OpKind::Less:
-  case OpKind::LessEqual:
-  case OpKind::Greater:
-  case OpKind::GreaterEqual:
-  case OpKind::Equal:
-  case OpKind::NotEqual:
-  case OpKind::Select:
-  case OpKind::Clip:
-    return true;
-  default:
-    return false;
-  }
-}
+bool isElementwise(OpKind kind) { return isElementwiseArithmetic(kind); }
 
 /// Ops whose result elements are copies of operand elements, and `max`,
 /// whose result elements are among them: on splats of one value, a splat

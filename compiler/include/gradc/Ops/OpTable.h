@@ -105,6 +105,12 @@ bool inferOpTypes(OpKind op, llvm::ArrayRef<TensorType> operands,
                   AttrList &attrs, llvm::SmallVectorImpl<TensorType> &results,
                   OpTypeError &error);
 
+/// Whether each result element of `op` is computed from the operand
+/// elements at the same (broadcast) position by arithmetic: the unary math
+/// ops, the binary operators, comparisons, select and clip. The emitters
+/// fuse these into loops; constant folding keeps splats splat through them.
+bool isElementwiseArithmetic(OpKind op);
+
 /// The shape that NumPy broadcasting gives `a` and `b`, or nullopt.
 /// Size names broadcast only against themselves and 1.
 std::optional<Shape> broadcastShapes(llvm::ArrayRef<Dim> a,

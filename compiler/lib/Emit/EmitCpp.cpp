@@ -474,6 +474,15 @@ bool isFusedReduction(OpKind k) {
   return k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Max;
 }
 
+/// Whether sorted axes are consecutive (`[1, 2]`, `[0]`, `[]`), so that
+/// the operand reads as `[outer, n, inner]` with the axes in the middle.
+bool areAdjacent(const std::vector<int64_t> &axes) {
+  for (size_t a = 1; a < axes.size(); ++a)
+    if (axes[a] != axes[a - 1] + 1)
+      return false;
+  return true;
+}
+
 bool isSplatConstant(const ir::Op &op) {
   return op.getKind() == OpKind::Constant &&
          (op.getAttrs().getFloats("value").size() == 1 ||
@@ -531,11 +540,10 @@ std::string linkage(const ir::Function &fn) {
 class FunctionEmitter {
 public:
   FunctionEmitter(const ir::Module &module, const ir::Function &fn,
-                  const EmitOptions &options, DiagnosticEngine &diags,
-                  std::string &out)
-      : module(module), fn(fn), options(options), diags(diags), out(out) {}
+                  const EmitOptions &options, std::string &out)
+      : module(module), fn(fn), options(options), out(out) {}
 
-  bool run();
+  void run();
 
 private:
   enum class Storage { Inline, Scalar, Pointer };
@@ -578,7 +586,6 @@ private:
   void computeLiveness();
   void markRead(const ir::Value *v, int pos);
   void allocate();
-  bool checkSupported();
 
   // Emission helpers.
   Product dimProduct(const Dim &d) const;
@@ -625,6 +632,7 @@ private:
   void emitJoin(const ir::Op &op);
   void emitMatMul(const ir::Op &op);
   void emitKernel(const ir::Op &op);
+  void emitLogSumExpLoops(const ir::Op &op);
   void emitCall(const ir::Op &op);
   void emitConstant(const ir::Op &op);
   void emitEpilogue();
@@ -643,7 +651,6 @@ private:
   const ir::Module &module;
   const ir::Function &fn;
   const EmitOptions &options;
-  DiagnosticEngine &diags;
   std::string &out;
 
   NameScope scope;
@@ -653,6 +660,8 @@ private:
   std::vector<Slot> slots;
   std::vector<std::string> loopVars;
   std::string accName, statusName, divStatusName;
+  /// The running maximum of logsumexp's loops, claimed when first needed.
+  std::string topName;
   bool needsDivStatus = false;
   /// Whether code emitted since the last check divides integers.
   bool dividedSinceCheck = false;
@@ -975,21 +984,6 @@ void FunctionEmitter::allocate() {
       return true;
     });
   }
-}
-
-bool FunctionEmitter::checkSupported() {
-  for (const auto &op : fn.getOps()) {
-    if (op->getKind() != OpKind::LogSumExp)
-      continue;
-    const std::vector<int64_t> &axes = op->getAttrs().getInts("axis");
-    for (size_t a = 1; a < axes.size(); ++a)
-      if (axes[a] != axes[a - 1] + 1) {
-        diags.report(op->getLoc(), diag::err_emit_cpp_unsupported)
-            << op->getName() << "its axes must be adjacent";
-        return false;
-      }
-  }
-  return true;
 }
 
 //===--- Index arithmetic -------------------------------------------------===//
@@ -1906,6 +1900,7 @@ void FunctionEmitter::emitKernel(const ir::Op &op) {
     return;
   }
   case OpKind::LogSumExp: {
+    // Adjacent axes (emitLogSumExpLoops does the others).
     const std::vector<int64_t> &axes = op.getAttrs().getInts("axis");
     size_t first = axes.empty() ? 0 : axes.front();
     size_t last = axes.empty() ? 0 : axes.back() + 1;
@@ -1931,6 +1926,103 @@ void FunctionEmitter::emitKernel(const ir::Op &op) {
   default:
     llvm_unreachable("not a kernel");
   }
+}
+
+/// logsumexp over axes that are not adjacent (`axis = [0, 2]`), which the
+/// runtime's `[outer, n, inner]` kernel cannot see: loops over the kept
+/// axes, and inside them two passes over the reduced ones, as the kernel
+/// and the interpreter compute it (the maximum, then the sum of e^(x - max)
+/// in increasing flat index):
+///
+///   for (int64_t j = 0; j < 3; ++j) {
+///     float top = -std::numeric_limits<float>::infinity();
+///     for (int64_t i = 0; i < 2; ++i)
+///       for (int64_t k = 0; k < 4; ++k)
+///         top = std::max(top, x[i * 12 + j * 4 + k]);
+///     float acc = 0.0f;
+///     ... acc += gradc::exp(x[i * 12 + j * 4 + k] - top); ...
+///     out[j] = std::isinf(top) ? top : top + gradc::log(acc);
+///   }
+///
+/// An infinite maximum is the answer itself: -inf when every element is
+/// -inf or nothing is reduced (log 0), +inf when one element is +inf.
+void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const ir::Value *v = op.getResult();
+  const TensorType &xt = x->getType();
+  const std::vector<int64_t> &axes = op.getAttrs().getInts("axis");
+  auto isReduced = [&](int d) { return llvm::is_contained(axes, d); };
+  size_t rank = xt.getRank();
+  Index idx(rank);
+  Shape kept;
+  Index keptIdx;
+  std::vector<Product> extents;
+  for (size_t d = 0; d < rank; ++d) {
+    idx[d].dim = d;
+    extents.push_back(dimProduct(xt.shape[d]));
+    if (!isReduced(d)) {
+      kept.push_back(xt.shape[d]);
+      keptIdx.push_back(idx[d]);
+    }
+  }
+  ExprP element = valueExpr(x, idx);
+  LinearForm dst = rowMajorForm(kept, keptIdx);
+  std::vector<const LinearForm *> forms = collectForms(element);
+  forms.push_back(&dst);
+  // Kept and reduced dimensions never share a loop; the loop variables
+  // follow the operand's dimensions (i, j, k for x[i, j, k]).
+  std::vector<int> barrier;
+  for (size_t d = 1; d < rank; ++d)
+    if (isReduced(d) != isReduced(d - 1))
+      barrier.push_back(d);
+  std::vector<std::vector<int>> groups = mergeGroups(extents, forms, barrier);
+  LoopMap map;
+  map.var.resize(rank);
+  std::vector<size_t> keptGroups, reducedGroups;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    map.var[groups[g].back()] = loopVars[g];
+    (isReduced(groups[g].front()) ? reducedGroups : keptGroups).push_back(g);
+  }
+  assert(!keptGroups.empty() && "axes that are not adjacent leave one between");
+  auto forLine = [&](size_t g, bool brace) {
+    Product extent;
+    for (int d : groups[g])
+      extent = extent * extents[d];
+    const std::string &lv = loopVars[g];
+    line("for (int64_t " + lv + " = 0; " + lv + " < " + extent.str() + "; ++" +
+         lv + ")" + (brace ? " {" : ""));
+    indent += 2;
+  };
+  auto reducedLoops = [&](const std::string &lhs, const std::string &assign,
+                          const ExprP &rhs) {
+    unsigned saved = indent;
+    for (size_t g : reducedGroups)
+      forLine(g, false);
+    statement(lhs, assign, rhs, map);
+    indent = saved;
+  };
+
+  declareRoot(v);
+  if (topName.empty())
+    topName = scope.claim("top");
+  std::string type = typeName(v);
+  DType dtype = v->getType().dtype;
+  unsigned saved = indent;
+  for (size_t g : keptGroups)
+    forLine(g, g == keptGroups.back());
+  ExprP top = atom(topName);
+  line(type + " " + topName + " = -std::numeric_limits<" + type +
+       ">::infinity();");
+  reducedLoops(topName, "=", call("std::max", {top, element}));
+  line(type + " " + accName + " = " +
+       Printer(LoopMap()).flat(literal(dtype, 0)) + ";");
+  reducedLoops(accName, "+=", call("gradc::exp", {binary("-", element, top)}));
+  ExprP lse = cond(call("std::isinf", {top}), top,
+                   binary("+", top, call("gradc::log", {atom(accName)})));
+  statement(info[v].name + "[" + accessIndex(dst, map) + "]", "=", lse, map);
+  indent -= 2;
+  line("}");
+  indent = saved;
 }
 
 void FunctionEmitter::emitCall(const ir::Op &op) {
@@ -2025,6 +2117,8 @@ void FunctionEmitter::emitOpBody(const ir::Op &op, int) {
     return emitMatMul(op);
   if (k == OpKind::Call)
     return emitCall(op);
+  if (k == OpKind::LogSumExp && !areAdjacent(op.getAttrs().getInts("axis")))
+    return emitLogSumExpLoops(op);
   if (k == OpKind::Softmax || k == OpKind::LogSoftmax ||
       k == OpKind::LogSumExp || k == OpKind::SoftmaxCrossEntropy ||
       k == OpKind::OneHot)
@@ -2084,9 +2178,7 @@ void FunctionEmitter::emitEpilogue() {
   line("return GRADC_OK;");
 }
 
-bool FunctionEmitter::run() {
-  if (!checkSupported())
-    return false;
+void FunctionEmitter::run() {
   // Names: every exported symbol (a local must not hide a callee), the
   // parameters, then the values, then the helpers.
   for (const auto &f : module.getFunctions())
@@ -2135,7 +2227,6 @@ bool FunctionEmitter::run() {
   std::string body = out.substr(bodyStart);
   out.resize(bodyStart - 2);
   out += signature(body) + body;
-  return true;
 }
 
 /// `text` without its `//` comments.
@@ -2191,8 +2282,11 @@ std::string FunctionEmitter::signature(llvm::StringRef body) const {
 
 } // namespace
 
+// Every verified module can be emitted, so nothing is reported to the
+// DiagnosticEngine at present; the interface keeps it for a construct
+// this backend may one day refuse.
 bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
-                   llvm::raw_ostream &os, DiagnosticEngine &diags) {
+                   llvm::raw_ostream &os, DiagnosticEngine &) {
   std::string text;
   text += "// Generated by gradc from " +
           (options.sourceName.empty() ? std::string("<unknown>")
@@ -2225,9 +2319,7 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
   }
   for (const ir::Function *f : exported) {
     text += "\n";
-    FunctionEmitter emitter(module, *f, options, diags, text);
-    if (!emitter.run())
-      return false;
+    FunctionEmitter(module, *f, options, text).run();
   }
   os << text;
   return true;

@@ -753,9 +753,11 @@ private:
   // input is walked once in row-major order, so each output adds its
   // inputs in increasing flat index.
   //   mean      = sum / (number of reduced elements)
-  //   max       = the largest element; NaN if any is NaN; an error when
-  //               nothing is reduced
+  //   max       = the largest element; NaN if any is NaN. The max of
+  //               nothing is its identity: -inf, or the lowest i32
+  //               (TensorFlow's reduce_max does the same)
   //   logsumexp = m + log(sum(exp(x - m))) with m = max; -inf when empty
+  //               (log 0), consistent with max
   bool evalReduce(OpContext &c, std::vector<Tensor> &out) {
     if (!checkArity(c, 1) || !checkResultCount(c, 1))
       return false;
@@ -775,13 +777,14 @@ private:
     }
     int64_t n = product(kept);
     OpKind kind = c.op.getKind();
-    if (kind == OpKind::Max && count == 0 && n > 0)
-      return opFail(c, "'max' over an empty axis has no value");
     std::vector<IntShape> strides = {broadcastStrides(kept, x.shape)};
     bool isInt = x.dtype == DType::I32;
     std::vector<double> acc(n, 0.0);
     std::vector<uint64_t> intAcc(n, 0);
-    std::vector<double> maxima(n, -INFINITY);
+    // The identity of max, which is also what reducing nothing gives.
+    double lowest =
+        isInt ? double(std::numeric_limits<int32_t>::min()) : -INFINITY;
+    std::vector<double> maxima(n, lowest);
     bool needsMax = kind == OpKind::Max || kind == OpKind::LogSumExp;
     if (needsMax)
       stridedLoop(x.shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {

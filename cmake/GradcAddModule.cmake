@@ -1,5 +1,6 @@
 # gradc_add_module(<target> <file.grad>
-#                  [BACKEND cpp|llvm] [MODULE_NAME <name>] [OPTIONS <flags>...])
+#                  [BACKEND cpp|llvm] [MODULE_NAME <name>] [SPLIT_GRAD]
+#                  [OPTIONS <flags>...])
 #
 # Generates code for <file.grad> at build time and makes <target>, a static
 # library that carries the generated header: `#include "<stem>.h"` after
@@ -15,8 +16,10 @@
 #
 # MODULE_NAME sets the prefix of the C symbols and the C++ namespace
 # (`--module-name`); without it gradc derives them from <stem> (docs/ABI.md).
-# OPTIONS are passed to every gradc command of the module (for example -O0
-# or --passes=...).
+# SPLIT_GRAD also generates NAME_fwd and NAME_bwd, the split form of each
+# gradient (`--split-grad`, docs/ABI.md), for use inside another autodiff
+# system. OPTIONS are passed to every gradc command of the module (for
+# example -O0 or --passes=...).
 #
 # Works in the gradc tree (GRADC_EXECUTABLE is the `gradc` target) and from
 # an installed package (the imported `gradc::gradc`). GRADC_RUNTIME_TARGET
@@ -24,11 +27,12 @@
 # which the C++ layer of every generated header includes.
 
 function(gradc_add_module target grad_file)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "BACKEND;MODULE_NAME" "OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "SPLIT_GRAD" "BACKEND;MODULE_NAME"
+    "OPTIONS")
   if(ARG_UNPARSED_ARGUMENTS)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unparsed)
     message(FATAL_ERROR "gradc_add_module: unknown argument(s) '${unparsed}'; "
-      "expected BACKEND, MODULE_NAME or OPTIONS")
+      "expected BACKEND, MODULE_NAME, SPLIT_GRAD or OPTIONS")
   endif()
   if(NOT ARG_BACKEND)
     set(ARG_BACKEND cpp)
@@ -46,6 +50,9 @@ function(gradc_add_module target grad_file)
   set(out_dir "${CMAKE_CURRENT_BINARY_DIR}/gradc/${target}")
   set(header "${out_dir}/${stem}.h")
   set(flags ${ARG_OPTIONS})
+  if(ARG_SPLIT_GRAD)
+    list(PREPEND flags "--split-grad")
+  endif()
   # Without MODULE_NAME gradc names the module itself, so that the symbols
   # are those that docs/ABI.md promises for the file name.
   if(ARG_MODULE_NAME)

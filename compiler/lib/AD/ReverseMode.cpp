@@ -24,6 +24,10 @@
 // needs g_grad's body), and rule instances that nothing refers to any more
 // are removed at the end.
 //
+// buildVJP() runs the same steps with an explicit cotangent for every
+// result and the results returned before the gradients: the function that
+// the `split` pass cuts into NAME_fwd and NAME_bwd.
+//
 //===----------------------------------------------------------------------===//
 
 #include "gradc/AD/ReverseMode.h"
@@ -79,13 +83,21 @@ public:
 
   bool run();
 
+  /// How a gradient function is shaped. NAME_grad: implicit seed 1 for a
+  /// scalar result and only the gradients returned. The VJP: a cotangent
+  /// parameter for every result, and the results returned first.
+  struct Form {
+    bool alwaysCotangents = false;
+    bool returnResults = false;
+  };
+  bool buildGradient(const Function &fn, Function &grad, Form form);
+
 private:
   bool collectSpecs(std::vector<Function *> &pending);
   bool orderSpecs(std::vector<Function *> &pending);
   void collectGradCalls(const Function &fn, llvm::StringSet<> &visited,
                         std::vector<Function *> &deps);
   bool generate(Function &fn);
-  bool buildGradient(Function &fn, Function &grad);
   llvm::DenseSet<const Value *> findActive(const Function &grad,
                                            llvm::ArrayRef<unsigned> wrt) const;
   bool sweepOp(GradContext &ctx, const Op &op, const Function &grad);
@@ -392,11 +404,15 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
   return false;
 }
 
-bool Differentiator::buildGradient(Function &fn, Function &grad) {
+bool Differentiator::buildGradient(const Function &fn, Function &grad,
+                                   Form form) {
   const Function::GradSpec &spec = *fn.getGradSpec();
   // 1. The signature: fn's parameters, then the cotangents (if any).
   llvm::SmallVector<TensorType, 8> paramTypes, gradTypes;
   fn.getGradSignature(paramTypes, gradTypes);
+  if (form.alwaysCotangents && paramTypes.size() == fn.getParams().size())
+    for (const Value *r : fn.getReturns())
+      paramTypes.push_back(r->getType());
   for (Value *p : fn.getParams())
     grad.addParam(p->getType(), p->getName());
   llvm::SmallVector<Value *, 2> cotangents;
@@ -471,6 +487,8 @@ bool Differentiator::buildGradient(Function &fn, Function &grad) {
       adjoint->setName(adjointName(param));
     grads.push_back(adjoint);
   }
+  if (form.returnResults)
+    grads.insert(grads.begin(), outputs.begin(), outputs.end());
   grad.setReturns(grads);
 
   // 6. Only ordinary ops remain: inline the rule instances and the
@@ -488,25 +506,30 @@ bool Differentiator::generate(Function &fn) {
   Function *grad = module.addFunction(spec.gradName);
   grad->setRole(Function::Role::Grad);
   grad->setLoc(spec.loc);
-  if (buildGradient(fn, *grad))
+  if (buildGradient(fn, *grad, Form()))
     return true;
   module.eraseFunction(grad);
   return false;
 }
 
-/// Removes the rule instances that no call and no op's rule names: they
-/// have been inlined everywhere they were used.
+/// Removes the rule instances that no call, no op's rule and no function's
+/// own rule names: they have been inlined everywhere they were used.
 void Differentiator::eraseUnusedRuleInstances() {
   bool erased = true;
   while (erased) {
     llvm::StringSet<> used;
-    for (const auto &fn : module.getFunctions())
+    for (const auto &fn : module.getFunctions()) {
+      // A @custom_grad function's own rule: differentiating or splitting
+      // the function again needs it.
+      if (fn->getCustomGrad().isSet())
+        used.insert(fn->getCustomGrad().function);
       for (const auto &op : fn->getOps()) {
         if (op->getKind() == OpKind::Call)
           used.insert(op->getCallee());
         if (op->getGradRule().isSet())
           used.insert(op->getGradRule().function);
       }
+    }
     erased = false;
     std::vector<Function *> unused;
     for (const auto &fn : module.getFunctions())
@@ -536,6 +559,21 @@ bool Differentiator::run() {
 bool ad::differentiate(ir::Module &module, DiagnosticEngine &diags,
                        const GradRegistry &registry) {
   return Differentiator(module, diags, registry).run();
+}
+
+bool ad::buildVJP(const ir::Module &module, const ir::Function &fn,
+                  ir::Function &vjp, DiagnosticEngine &diags) {
+  assert(fn.getGradSpec() && "only a function marked @grad has a VJP");
+  GradRegistry registry = GradRegistry::createBuiltin();
+  // The Differentiator only reads the module here: it looks up callees
+  // and rule instances, and builds into `vjp`.
+  Differentiator d(const_cast<ir::Module &>(module), diags, registry);
+  Differentiator::Form form;
+  form.alwaysCotangents = true;
+  form.returnResults = true;
+  vjp.setRole(Function::Role::Grad);
+  vjp.setLoc(fn.getGradSpec()->loc);
+  return d.buildGradient(fn, vjp, form);
 }
 
 bool ad::differentiate(ir::Module &module, DiagnosticEngine &diags) {

@@ -162,26 +162,47 @@ const char *const reservedNames[] = {
 
 bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
 
-/// "d_<param>" for the outputs of a generated gradient, "out" / "outK"
-/// otherwise.
+/// "out" for one result, "out0", "out1", ... for several.
+std::vector<std::string> resultNames(size_t n) {
+  if (n == 1)
+    return {"out"};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i)
+    names.push_back("out" + std::to_string(i));
+  return names;
+}
+
+/// The outputs of a function: "d_<param>" for a generated gradient and
+/// the backward half of a split one; the results, then the residuals under
+/// the names that NAME_bwd gives them, for the forward half; "out" /
+/// "outK" otherwise.
 std::vector<std::string> outputNames(const ir::Module &module,
                                      const ir::Function &fn) {
   size_t n = fn.getReturns().size();
-  std::vector<std::string> names;
-  if (const ir::Function *primal = findPrimal(module, fn)) {
-    const std::vector<unsigned> &wrt = primal->getGradSpec()->wrt;
-    if (wrt.size() == n) {
-      for (unsigned index : wrt)
-        names.push_back(index < primal->getParams().size()
-                            ? "d_" + primal->getParam(index)->getName().str()
-                            : "d_" + std::to_string(index));
-      return names;
+  const ir::Function *primal = findPrimal(module, fn);
+  if (!primal)
+    return resultNames(n);
+  const ir::Function::GradSpec &spec = *primal->getGradSpec();
+  if (fn.getRole() == ir::Function::Role::Forward) {
+    size_t numResults = primal->getReturns().size();
+    std::vector<std::string> names = resultNames(numResults);
+    const ir::Function *bwd = module.lookup(spec.bwdName);
+    size_t numParams = primal->getParams().size();
+    for (size_t i = numResults; i < n; ++i) {
+      size_t param = numParams + i; // after the parameters and results
+      bool named = bwd && param < bwd->getParams().size();
+      names.push_back(named ? bwd->getParam(param)->getName().str()
+                            : "res" + std::to_string(i - numResults));
     }
+    return names;
   }
-  if (n == 1)
-    return {"out"};
-  for (size_t i = 0; i < n; ++i)
-    names.push_back("out" + std::to_string(i));
+  if (spec.wrt.size() != n)
+    return resultNames(n);
+  std::vector<std::string> names;
+  for (unsigned index : spec.wrt)
+    names.push_back(index < primal->getParams().size()
+                        ? "d_" + primal->getParam(index)->getName().str()
+                        : "d_" + std::to_string(index));
   return names;
 }
 
@@ -255,11 +276,20 @@ NameScope::claimFirstFree(llvm::ArrayRef<llvm::StringRef> candidates,
 
 const ir::Function *emit::findPrimal(const ir::Module &module,
                                      const ir::Function &fn) {
-  if (fn.getRole() != ir::Function::Role::Grad)
+  using Role = ir::Function::Role;
+  Role role = fn.getRole();
+  if (role != Role::Grad && role != Role::Forward && role != Role::Backward)
     return nullptr;
-  for (const auto &f : module.getFunctions())
-    if (f->getGradSpec() && f->getGradSpec()->gradName == fn.getName())
+  for (const auto &f : module.getFunctions()) {
+    const auto &spec = f->getGradSpec();
+    if (!spec)
+      continue;
+    const std::string &name = role == Role::Grad      ? spec->gradName
+                              : role == Role::Forward ? spec->fwdName
+                                                      : spec->bwdName;
+    if (name == fn.getName())
       return f.get();
+  }
   return nullptr;
 }
 

@@ -569,16 +569,19 @@ private:
   }
 
   // fnAttrs ::= 'attributes' '{' fnAttr (',' fnAttr)* '}'
-  // fnAttr  ::= 'role' '=' ('user' | 'grad' | 'rule_instance')
+  // fnAttr  ::= 'role' '=' ('user' | 'grad' | 'fwd' | 'bwd' | 'rule_instance')
   //           | 'grad' '=' '@' name | 'wrt' '=' '[' integers ']'
-  //           | 'grad_loc' '=' location
+  //           | 'fwd' '=' '@' name | 'bwd' '=' '@' name
+  //           | 'grad_loc' '=' location | 'custom_grad' '=' ruleAttr
   bool parseFunctionAttrs() {
     advance(); // 'attributes'
     if (!expect(Tok::LBrace, "'{' after 'attributes'"))
       return false;
     Function::GradSpec spec;
-    bool hasGrad = false, hasWrt = false;
-    SourceLoc wrtLoc;
+    bool hasGrad = false;
+    // The first of 'wrt', 'fwd' and 'bwd' seen: they belong to a 'grad'.
+    std::string specKey;
+    SourceLoc specKeyLoc;
     do {
       if (tok.kind != Tok::Ident)
         return expected("a function attribute name");
@@ -587,19 +590,27 @@ private:
       advance();
       if (!expect(Tok::Equal, ("'=' after '" + llvm::Twine(key) + "'").str()))
         return false;
+      if ((key == "wrt" || key == "fwd" || key == "bwd") && specKey.empty()) {
+        specKey = key;
+        specKeyLoc = keyLoc;
+      }
       if (key == "role") {
         if (!parseRole())
           return false;
-      } else if (key == "grad") {
+      } else if (key == "grad" || key == "fwd" || key == "bwd") {
         if (tok.kind != Tok::Symbol)
-          return expected("a function name ('@name') for 'grad'");
-        spec.gradName = tok.value;
-        spec.loc = keyLoc;
-        hasGrad = true;
+          return expected(
+              ("a function name ('@name') for '" + llvm::Twine(key) + "'")
+                  .str());
+        if (key == "grad") {
+          spec.gradName = tok.value;
+          spec.loc = keyLoc;
+          hasGrad = true;
+        } else {
+          (key == "fwd" ? spec.fwdName : spec.bwdName) = tok.value;
+        }
         advance();
       } else if (key == "wrt") {
-        wrtLoc = keyLoc;
-        hasWrt = true;
         if (!parseWrt(spec.wrt))
           return false;
       } else if (key == "grad_loc") {
@@ -619,9 +630,9 @@ private:
     } while (consume(Tok::Comma));
     if (!expect(Tok::RBrace, "',' or '}' after a function attribute"))
       return false;
-    if (hasWrt && !hasGrad) {
-      diags.report(wrtLoc, diag::err_ir_wrt_without_grad)
-          << scope.fn->getName();
+    if (!specKey.empty() && !hasGrad) {
+      diags.report(specKeyLoc, diag::err_ir_wrt_without_grad)
+          << specKey << scope.fn->getName();
       return false;
     }
     if (hasGrad)
@@ -632,18 +643,20 @@ private:
   bool parseRole() {
     if (tok.kind != Tok::Ident)
       return expected("a role");
-    if (tok.value == "user")
-      scope.fn->setRole(Function::Role::User);
-    else if (tok.value == "grad")
-      scope.fn->setRole(Function::Role::Grad);
-    else if (tok.value == "rule_instance")
-      scope.fn->setRole(Function::Role::RuleInstance);
-    else {
-      diags.report(loc(), diag::err_ir_unknown_role) << tok.value;
-      return false;
-    }
-    advance();
-    return true;
+    static const std::pair<const char *, Function::Role> roles[] = {
+        {"user", Function::Role::User},
+        {"grad", Function::Role::Grad},
+        {"fwd", Function::Role::Forward},
+        {"bwd", Function::Role::Backward},
+        {"rule_instance", Function::Role::RuleInstance}};
+    for (const auto &[name, role] : roles)
+      if (tok.value == name) {
+        scope.fn->setRole(role);
+        advance();
+        return true;
+      }
+    diags.report(loc(), diag::err_ir_unknown_role) << tok.value;
+    return false;
   }
 
   bool parseWrt(std::vector<unsigned> &wrt) {

@@ -180,15 +180,28 @@ private:
   }
 
   // fnAttrs ::= 'attributes' '{' fnAttr (',' fnAttr)* '}'
-  // fnAttr  ::= 'role' '=' ('grad' | 'rule_instance') | 'grad' '=' '@' name
-  //           | 'wrt' '=' '[' ints ']' | 'grad_loc' '=' location
-  //           | 'custom_grad' '=' ruleAttr
+  // fnAttr  ::= 'role' '=' ('grad' | 'fwd' | 'bwd' | 'rule_instance')
+  //           | 'grad' '=' '@' name | 'wrt' '=' '[' ints ']'
+  //           | 'fwd' '=' '@' name | 'bwd' '=' '@' name
+  //           | 'grad_loc' '=' location | 'custom_grad' '=' ruleAttr
   void printFunctionAttrs(const Function &fn) {
     llvm::SmallVector<std::string, 4> attrs;
-    if (fn.getRole() == Function::Role::Grad)
+    switch (fn.getRole()) {
+    case Function::Role::User:
+      break;
+    case Function::Role::Grad:
       attrs.push_back("role = grad");
-    else if (fn.getRole() == Function::Role::RuleInstance)
+      break;
+    case Function::Role::Forward:
+      attrs.push_back("role = fwd");
+      break;
+    case Function::Role::Backward:
+      attrs.push_back("role = bwd");
+      break;
+    case Function::Role::RuleInstance:
       attrs.push_back("role = rule_instance");
+      break;
+    }
     if (const auto &spec = fn.getGradSpec()) {
       attrs.push_back(
           ("grad = @" + llvm::Twine(formatIRName(spec->gradName))).str());
@@ -196,6 +209,12 @@ private:
       for (size_t i = 0; i < spec->wrt.size(); ++i)
         wrt += (i ? ", " : "") + std::to_string(spec->wrt[i]);
       attrs.push_back(wrt + "]");
+      if (!spec->fwdName.empty())
+        attrs.push_back(
+            ("fwd = @" + llvm::Twine(formatIRName(spec->fwdName))).str());
+      if (!spec->bwdName.empty())
+        attrs.push_back(
+            ("bwd = @" + llvm::Twine(formatIRName(spec->bwdName))).str());
       std::string loc = locStr(spec->loc);
       if (!loc.empty())
         attrs.push_back(("grad_loc = " + llvm::Twine(loc)).str());

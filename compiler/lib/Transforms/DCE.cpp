@@ -41,17 +41,21 @@ void removeDeadOps(Function &fn) {
     fn.eraseOpsIf([&](const Op &op) { return dead.contains(&op); });
 }
 
-/// The functions that some op of the module names: by a call, or as the
-/// gradient rule an annotation chose.
+/// The functions that the module names: by a call, as the gradient rule
+/// an annotation chose for an op, or as a @custom_grad function's own rule
+/// (which differentiating it again, or splitting it, needs).
 llvm::StringSet<> namedFunctions(const Module &module) {
   llvm::StringSet<> names;
-  for (const auto &fn : module.getFunctions())
+  for (const auto &fn : module.getFunctions()) {
+    if (fn->getCustomGrad().isSet())
+      names.insert(fn->getCustomGrad().function);
     for (const auto &op : fn->getOps()) {
       if (op->getKind() == OpKind::Call)
         names.insert(op->getCallee());
       if (op->getGradRule().isSet())
         names.insert(op->getGradRule().function);
     }
+  }
   return names;
 }
 

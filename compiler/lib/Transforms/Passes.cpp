@@ -37,6 +37,8 @@ const PassInfo passes[] = {
     {"dce", "remove unused ops and rule instances", runDCE},
     {"canonicalize", "simplify, fold, cse and dce until nothing changes",
      runCanonicalize},
+    {"split", "add NAME_fwd and NAME_bwd, the split form of each gradient",
+     runSplitGrad},
 };
 
 std::string knownPassNames() {

@@ -12,6 +12,12 @@
 // A declared surrogate that turns out exact is reported too, since the
 // declaration is then wrong or the rule does less than intended.
 //
+// With --split-grad, the split form is checked against the gradient at
+// the same points: NAME_fwd must return NAME's results, and NAME_bwd, given
+// those residuals and the cotangents (for a scalar result, the 1 that
+// NAME_grad implies), must return what NAME_grad returns. Both compute the
+// same ops, so the tolerance is tight.
+//
 // The module is compiled once, then promoted from f32 to f64 in place:
 // every op is polymorphic over the floating types, so the promoted module
 // computes the same functions with rounding errors small enough for finite
@@ -32,6 +38,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -49,6 +56,30 @@ constexpr double absTol = 1e-8;
 /// Two step sizes that disagree by more than this mark a kink (relu at 0,
 /// a tie in max, the edge of a clip): such elements are skipped, not failed.
 constexpr double kinkTol = 1e-4;
+/// How far NAME_fwd and NAME_bwd are from NAME and NAME_grad: the largest
+/// absolute and relative difference over all elements. They compute the
+/// same ops, but the module is simplified in f32 before it is promoted, so
+/// a constant folded in one and not the other (`1/240` against `d_out/240`)
+/// differs by an f32 rounding; they must agree as closely as a gradient
+/// must agree with finite differences.
+struct Difference {
+  double maxAbs = 0, maxRel = 0;
+
+  void add(llvm::ArrayRef<ir::Tensor> a, llvm::ArrayRef<ir::Tensor> b) {
+    for (size_t t = 0; t < a.size() && t < b.size(); ++t)
+      for (size_t i = 0; i < a[t].data.size() && i < b[t].data.size(); ++i) {
+        double x = a[t].data[i], y = b[t].data[i];
+        if (x == y || (std::isnan(x) && std::isnan(y)))
+          continue;
+        double abs = std::fabs(x - y);
+        if (!std::isfinite(abs))
+          abs = std::numeric_limits<double>::infinity();
+        maxAbs = std::max(maxAbs, abs);
+        maxRel = std::max(maxRel, abs / std::max(std::fabs(x), std::fabs(y)));
+      }
+  }
+  bool agrees() const { return maxAbs <= absTol || maxRel <= relTol; }
+};
 
 /// Promotes every f32 value of `module` to f64.
 void promoteToF64(ir::Module &module) {
@@ -103,6 +134,20 @@ private:
     double maxAbs = 0, maxRel = 0;
     unsigned compared = 0, skippedKinks = 0;
   };
+  /// NAME_fwd against NAME and NAME_bwd against NAME_grad.
+  struct SplitReport {
+    Difference forward, backward;
+    size_t residuals = 0;
+    std::string error;
+  };
+
+  void compareSplit(const ir::Function &fn, const ir::Function::GradSpec &spec,
+                    llvm::ArrayRef<ir::Tensor> args,
+                    llvm::ArrayRef<ir::Tensor> cotangents,
+                    llvm::ArrayRef<ir::Tensor> grads, SplitReport &report);
+  bool printSplit(const ir::Function &fn, const ir::Function::GradSpec &spec,
+                  const ir::Function &grad, const SplitReport &report,
+                  unsigned usablePoints);
 
   bool checkFunction(const ir::Function &fn, const ir::Function &grad,
                      const ir::Function::GradSpec &spec);
@@ -116,10 +161,9 @@ private:
   double centralDifference(const ir::Function &fn,
                            std::vector<ir::Tensor> &args,
                            llvm::ArrayRef<ir::Tensor> cotangents,
-                           unsigned param, size_t element, double h,
-                           bool &ok);
-  ir::Tensor randomTensor(DType dtype, llvm::ArrayRef<int64_t> shape,
-                          double lo, double hi);
+                           unsigned param, size_t element, double h, bool &ok);
+  ir::Tensor randomTensor(DType dtype, llvm::ArrayRef<int64_t> shape, double lo,
+                          double hi);
   std::vector<int64_t> concreteShape(const TensorType &t);
 
   const ir::Module &module;
@@ -219,10 +263,11 @@ bool GradientChecker::drawPoint(const ir::Function &fn,
   return false;
 }
 
-double GradientChecker::centralDifference(
-    const ir::Function &fn, std::vector<ir::Tensor> &args,
-    llvm::ArrayRef<ir::Tensor> cotangents, unsigned param, size_t element,
-    double h, bool &ok) {
+double GradientChecker::centralDifference(const ir::Function &fn,
+                                          std::vector<ir::Tensor> &args,
+                                          llvm::ArrayRef<ir::Tensor> cotangents,
+                                          unsigned param, size_t element,
+                                          double h, bool &ok) {
   double saved = args[param].data[element];
   double plus = 0, minus = 0;
   args[param].data[element] = saved + h;
@@ -262,8 +307,7 @@ void GradientChecker::collectDeviations(
   for (const auto &op : fn.getOps()) {
     const ir::GradRuleAttr &rule = op->getGradRule();
     if (rule.isSet())
-      noteRule(rule,
-               op->getKind() == OpKind::Call ? op->getCallee() : "", out);
+      noteRule(rule, op->getKind() == OpKind::Call ? op->getCallee() : "", out);
     if (op->getKind() == OpKind::StopGradient)
       out.stopGradients.push_back(sm.formatLoc(op->getLoc()));
     // A custom-grad function is a primitive: its body is never
@@ -272,6 +316,67 @@ void GradientChecker::collectDeviations(
       if (const ir::Function *callee = module.lookup(op->getCallee()))
         collectDeviations(*callee, out, seen);
   }
+}
+
+void GradientChecker::compareSplit(const ir::Function &fn,
+                                   const ir::Function::GradSpec &spec,
+                                   llvm::ArrayRef<ir::Tensor> args,
+                                   llvm::ArrayRef<ir::Tensor> cotangents,
+                                   llvm::ArrayRef<ir::Tensor> grads,
+                                   SplitReport &report) {
+  if (!report.error.empty())
+    return;
+  std::vector<ir::Tensor> results, forward, backward;
+  std::string error;
+  if (!backend.run(module, fn.getName(), args, results, error) ||
+      !backend.run(module, spec.fwdName, args, forward, error)) {
+    report.error = spec.fwdName + ": " + error;
+    return;
+  }
+  size_t numResults = fn.getReturns().size();
+  report.residuals = forward.size() - numResults;
+  report.forward.add(results, llvm::ArrayRef(forward).take_front(numResults));
+
+  // f_bwd always takes cotangents: for a scalar loss, the seed 1 that
+  // f_grad implies. (Not a random scale: a surrogate rule such as a
+  // clip need not be linear in its cotangent.)
+  std::vector<ir::Tensor> bwdArgs(args.begin(), args.end());
+  bwdArgs.insert(bwdArgs.end(), forward.begin(), forward.end());
+  if (cotangents.empty()) {
+    ir::Tensor seed;
+    seed.dtype = fn.getReturns()[0]->getType().dtype;
+    seed.data = {1.0};
+    bwdArgs.push_back(seed);
+  } else {
+    bwdArgs.insert(bwdArgs.end(), cotangents.begin(), cotangents.end());
+  }
+  if (!backend.run(module, spec.bwdName, bwdArgs, backward, error)) {
+    report.error = spec.bwdName + ": " + error;
+    return;
+  }
+  report.backward.add(grads, backward);
+}
+
+/// One line for the split form of a function; false when it disagrees.
+bool GradientChecker::printSplit(const ir::Function &fn,
+                                 const ir::Function::GradSpec &spec,
+                                 const ir::Function &grad,
+                                 const SplitReport &report,
+                                 unsigned usablePoints) {
+  if (!report.error.empty()) {
+    os << "error     " << report.error << "\n";
+    return false;
+  }
+  bool agrees = report.forward.agrees() && report.backward.agrees();
+  os << llvm::left_justify(agrees ? "ok" : "FAIL", 10) << spec.bwdName
+     << "  against " << grad.getName() << ": max abs difference "
+     << llvm::format("%.2e", report.backward.maxAbs) << "  max rel difference "
+     << llvm::format("%.2e", report.backward.maxRel) << "  (" << spec.fwdName
+     << " against " << fn.getName() << ": "
+     << llvm::format("%.2e", report.forward.maxRel) << "; " << report.residuals
+     << (report.residuals == 1 ? " residual, " : " residuals, ") << usablePoints
+     << " points)\n";
+  return agrees;
 }
 
 bool GradientChecker::checkFunction(const ir::Function &fn,
@@ -286,6 +391,8 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
                     fn.getReturns()[0]->getType().isScalar() &&
                     isFloat(fn.getReturns()[0]->getType().dtype);
   std::vector<ParamReport> reports(spec.wrt.size());
+  SplitReport split;
+  bool hasSplit = !spec.fwdName.empty();
   unsigned usablePoints = 0;
   for (unsigned point = 0; point < points; ++point) {
     std::vector<ir::Tensor> args;
@@ -305,6 +412,8 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
       os << "error   " << grad.getName() << ": " << error << "\n";
       return false;
     }
+    if (hasSplit)
+      compareSplit(fn, spec, args, cotangents, grads, split);
     for (size_t w = 0; w < spec.wrt.size(); ++w) {
       unsigned param = spec.wrt[w];
       ParamReport &report = reports[w];
@@ -386,6 +495,9 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
          << " changes the gradient; mark the function @surrogate if that is "
             "intended\n";
   }
+  // The split form after the gradient's own verdict and its reasons.
+  if (hasSplit && !printSplit(fn, spec, grad, split, usablePoints))
+    passed = false;
   return passed;
 }
 

@@ -167,6 +167,18 @@ void CallRunner::reportUnknownFunction() {
       noteDeclared(*fn);
       return;
     }
+  // NAME_fwd and NAME_bwd exist only with --split-grad.
+  base = name;
+  if (base.consume_back("_fwd") || base.consume_back("_bwd"))
+    if (const ir::Function *fn = c.ir->lookup(base); fn && isCallable(*fn)) {
+      if (fn->getGradSpec())
+        diags.report(call.calleeLoc, diag::err_run_split_not_generated) << name;
+      else
+        diags.report(call.calleeLoc, diag::err_run_grad_not_generated)
+            << name << base;
+      noteDeclared(*fn);
+      return;
+    }
   llvm::StringRef best;
   unsigned bestDistance =
       std::max<unsigned>(2, static_cast<unsigned>(name.size() / 3)) + 1;

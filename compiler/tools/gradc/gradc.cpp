@@ -84,6 +84,12 @@ cl::opt<std::string> passes(
     "passes", cl::desc("Passes to run after differentiation (comma list)"),
     cl::init(""), cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
+cl::opt<bool> splitGrad(
+    "split-grad",
+    cl::desc("Also generate NAME_fwd and NAME_bwd, the split form of each "
+             "gradient (runs the 'split' pass last)"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
                         cl::cat(gradcCategory));
 
@@ -126,10 +132,13 @@ cl::opt<std::string> moduleName(
     cl::desc("Prefix of the C symbols (default: the file's stem)"),
     cl::value_desc("NAME"), cl::init(""), cl::cat(gradcCategory));
 
-llvm::StringRef pipeline() {
-  if (!passes.empty())
-    return passes;
-  return noOpt ? llvm::StringRef() : getDefaultPipeline();
+std::string pipeline() {
+  std::string list = !passes.empty() ? passes.getValue()
+                     : noOpt         ? ""
+                                     : getDefaultPipeline().str();
+  if (splitGrad)
+    list += list.empty() ? "split" : ",split";
+  return list;
 }
 
 /// Opens `-o` (or stdout); false after printing why it could not.

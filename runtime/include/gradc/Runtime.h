@@ -59,6 +59,17 @@
 #define GRADC_RESTRICT
 #endif
 
+// Forces inlining of a small entry point. gradc::matmul needs it: when a
+// loop of generated code fills its operand and the loop may run zero times,
+// GCC 12 warns (-Wmaybe-uninitialized) that a possibly uninitialised buffer
+// is passed to a `const T *` parameter of a call it does not inline, though
+// matmul reads nothing when a size is 0. Inlined, GCC sees that guard.
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADC_ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define GRADC_ALWAYS_INLINE inline
+#endif
+
 namespace gradc {
 
 //===----------------------------------------------------------------------===//
@@ -489,8 +500,9 @@ void matvec(const T *GRADC_RESTRICT a, const T *GRADC_RESTRICT b,
 /// when asked: a transposed `a` is stored [k, m], a transposed `b` [n, k].
 /// With `accumulate`, adds to c instead of overwriting it.
 template <typename T>
-void matmul(const T *a, Transpose ta, const T *b, Transpose tb, T *c, int64_t m,
-            int64_t n, int64_t k, bool accumulate = false) {
+GRADC_ALWAYS_INLINE void matmul(const T *a, Transpose ta, const T *b,
+                                Transpose tb, T *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
   if (!accumulate)
     std::fill(c, c + m * n, T(0));
   if (m == 0 || n == 0 || k == 0)

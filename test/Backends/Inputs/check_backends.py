@@ -3,7 +3,7 @@
 requires each run to pass (exit 0) with the same verdicts.
 
 Usage: check_backends.py GRADC FILE_OR_DIR... [--backends interp,llvm,cpp]
-                         [--xfail NAME.grad ...]
+                         [--xfail NAME.grad ...] [--gradc-arg=ARG ...]
 
 A directory stands for its *.grad files, sorted. `gradc check` promotes
 the module to f64 and compares every @grad function's gradient with
@@ -17,6 +17,10 @@ then the verdict lines of the first backend without their error figures
 digits between backends; the verdict, function and parameter of each line
 must be the same on every backend. Exits 1 on the first difference or
 failure, printing the outputs.
+
+Each --gradc-arg is added to every `gradc check` command (--split-grad
+also checks NAME_fwd and NAME_bwd against NAME and NAME_grad, one more
+verdict line per function).
 
 A file named by --xfail is expected to fail `gradc check` (exit 1) on
 every backend, for a known reason the test states; its verdicts must still
@@ -48,6 +52,7 @@ def main():
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--backends", default="interp,llvm,cpp")
     ap.add_argument("--xfail", action="append", default=[])
+    ap.add_argument("--gradc-arg", action="append", default=[])
     args = ap.parse_args()
     backends = args.backends.split(",")
     files = []
@@ -64,7 +69,7 @@ def main():
         runs = {}
         for backend in backends:
             p = subprocess.run([args.gradc, "check", path,
-                                "--backend=" + backend],
+                                "--backend=" + backend] + args.gradc_arg,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
             runs[backend] = p

@@ -34,6 +34,17 @@ bool differentiate(ir::Module &module, DiagnosticEngine &diags);
 bool differentiate(ir::Module &module, DiagnosticEngine &diags,
                    const GradRegistry &registry);
 
+/// Builds into `vjp` (an empty function, usually of a scratch module) the
+/// vector-Jacobian product of `fn`, which must have a GradSpec: it takes
+/// fn's parameters and then one cotangent per result, even when fn returns
+/// one scalar, and returns fn's results followed by the gradients of the
+/// `wrt` parameters. Callees, rule instances and generated gradients are
+/// looked up in `module`, which is not changed. The `split` pass cuts this
+/// function into NAME_fwd and NAME_bwd (Transforms/Passes.h). Returns false
+/// after reporting an error.
+bool buildVJP(const ir::Module &module, const ir::Function &fn,
+              ir::Function &vjp, DiagnosticEngine &diags);
+
 } // namespace gradc::ad
 
 #endif // GRADC_AD_REVERSEMODE_H

@@ -106,7 +106,8 @@ std::string cParamDecl(const CParam &param);
 /// `fn loss(x: f32[B, 4], labels: i32[B]) -> f32`.
 std::string sourceSignature(const ir::Function &fn);
 
-/// The function that `fn` is the gradient of (by its GradSpec), or null.
+/// The function that `fn` is the gradient of, or one half of the split
+/// gradient of (by its GradSpec), or null.
 const ir::Function *findPrimal(const ir::Module &module,
                                const ir::Function &fn);
 

@@ -177,10 +177,12 @@ public:
   SourceLoc getLoc() const { return loc; }
   void setLoc(SourceLoc l) { loc = l; }
 
-  /// What the function is: a user function, a generated NAME_grad, or the
-  /// instance of a rule at one use (internal; inlined after
-  /// differentiation and never emitted on its own).
-  enum class Role { User, Grad, RuleInstance };
+  /// What the function is: a user function, a generated NAME_grad, the
+  /// two halves of a gradient's split form (NAME_fwd returns the results
+  /// and the residuals, NAME_bwd takes them; docs/ABI.md), or the instance
+  /// of a rule at one use (internal; inlined after differentiation and
+  /// never emitted on its own).
+  enum class Role { User, Grad, Forward, Backward, RuleInstance };
   Role getRole() const { return role; }
   void setRole(Role r) { role = r; }
 
@@ -191,6 +193,9 @@ public:
     std::string gradName;
     std::vector<unsigned> wrt;
     SourceLoc loc; ///< the @grad annotation
+    /// The split form's functions, once the `split` pass made them
+    /// (empty before).
+    std::string fwdName, bwdName;
   };
   const std::optional<GradSpec> &getGradSpec() const { return gradSpec; }
   void setGradSpec(GradSpec spec) { gradSpec = std::move(spec); }

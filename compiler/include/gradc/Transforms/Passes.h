@@ -106,8 +106,8 @@ bool runCSE(ir::Module &module, DiagnosticEngine &diags);
 ///  1. In each function, walk the ops backwards from the returned values,
 ///     keeping an op when one of its results is used, and remove the rest.
 ///  2. Remove every rule-instance function (Role::RuleInstance) that no
-///     call and no gradient rule in the module names any more, repeating
-///     until none is left to remove.
+///     call, no op's gradient rule and no function's own (@custom_grad)
+///     rule in the module names any more, repeating until none is left.
 bool runDCE(ir::Module &module, DiagnosticEngine &diags);
 
 /// `inline`: in every function, replaces each call of a function of the
@@ -115,6 +115,21 @@ bool runDCE(ir::Module &module, DiagnosticEngine &diags);
 /// whose gradient an annotation chose (`@custom_grad`) is kept. Reports a
 /// recursive call or an unknown callee as an error.
 bool runInline(ir::Module &module, DiagnosticEngine &diags);
+
+/// `split`: the split form of every gradient, for embedding into another
+/// autodiff system (docs/ABI.md). For each function `f` marked @grad that
+/// has no split form yet, adds `f_fwd` (f's parameters; returns f's
+/// results, then the residuals) and `f_bwd` (f's parameters, the
+/// residuals, one cotangent per result even for a scalar result; returns
+/// what f_grad returns):
+///  1. Build the vector-Jacobian product of `f` (ad::buildVJP) in a
+///     scratch module and canonicalize it, whatever the pipeline.
+///  2. The ops that f's results depend on go to f_fwd; the other ops the
+///     gradients need go to f_bwd, recomputed there rather than stored.
+///  3. The residuals are the forward values, other than parameters, that
+///     f_bwd reads; constants and fills are copied instead.
+/// Records the names in f's GradSpec. Reports a name that is taken.
+bool runSplitGrad(ir::Module &module, DiagnosticEngine &diags);
 
 /// `canonicalize`: runs simplify, fold, cse and dce in turn until the
 /// module stops changing (at most 16 rounds). The default pipeline.

@@ -1241,6 +1241,19 @@ FunctionEmitter::collectForms(const ExprP &e) const {
   return forms;
 }
 
+/// The dimensions d where a reduction over `axes` changes between reduced
+/// and kept (d - 1 is one, d the other): barriers for mergeGroups, so that
+/// no loop runs over both kinds.
+static std::vector<int> reductionBarriers(size_t rank,
+                                          llvm::ArrayRef<int64_t> axes) {
+  std::vector<int> barrier;
+  for (size_t d = 1; d < rank; ++d)
+    if (llvm::is_contained(axes, int64_t(d)) !=
+        llvm::is_contained(axes, int64_t(d - 1)))
+      barrier.push_back(int(d));
+  return barrier;
+}
+
 /// Groups adjacent dimensions that one variable can run through: d and
 /// d + 1 merge when every access steps over d exactly as far as over all
 /// of d + 1 (coefficient(d) == coefficient(d + 1) * extent(d + 1)).
@@ -1634,12 +1647,9 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
   forms.push_back(&dst);
   // Reduced and kept dimensions never share a loop: the result's
   // coefficient tells them apart (0 against non-zero), except where a
-  // kept dimension has extent 1, so make every change a barrier.
-  std::vector<int> barrier;
-  for (size_t d = 1; d < rank; ++d)
-    if (isReduced(d) != isReduced(d - 1))
-      barrier.push_back(d);
-  std::vector<std::vector<int>> groups = mergeGroups(extents, forms, barrier);
+  // kept dimension has extent 1.
+  std::vector<std::vector<int>> groups =
+      mergeGroups(extents, forms, reductionBarriers(rank, axes));
   size_t firstInner = groups.size();
   while (firstInner > 0 && isReduced(groups[firstInner - 1].front()))
     --firstInner;
@@ -1971,11 +1981,8 @@ void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
   forms.push_back(&dst);
   // Kept and reduced dimensions never share a loop; the loop variables
   // follow the operand's dimensions (i, j, k for x[i, j, k]).
-  std::vector<int> barrier;
-  for (size_t d = 1; d < rank; ++d)
-    if (isReduced(d) != isReduced(d - 1))
-      barrier.push_back(d);
-  std::vector<std::vector<int>> groups = mergeGroups(extents, forms, barrier);
+  std::vector<std::vector<int>> groups =
+      mergeGroups(extents, forms, reductionBarriers(rank, axes));
   LoopMap map;
   map.var.resize(rank);
   std::vector<size_t> keptGroups, reducedGroups;

@@ -72,8 +72,12 @@ struct Difference {
         if (x == y || (std::isnan(x) && std::isnan(y)))
           continue;
         double abs = std::fabs(x - y);
-        if (!std::isfinite(abs))
-          abs = std::numeric_limits<double>::infinity();
+        // A NaN against a number, or an infinity against anything else,
+        // is as far apart as values get (and NaN must not reach std::max).
+        if (!std::isfinite(abs)) {
+          maxAbs = maxRel = std::numeric_limits<double>::infinity();
+          continue;
+        }
         maxAbs = std::max(maxAbs, abs);
         maxRel = std::max(maxRel, abs / std::max(std::fabs(x), std::fabs(y)));
       }

@@ -1,5 +1,6 @@
 # gradc_add_module(<target> <file.grad>
 #                  [BACKEND cpp|llvm] [MODULE_NAME <name>] [SPLIT_GRAD]
+#                  [INCLUDE_DIRECTORIES <dirs>...] [SOURCES <files>...]
 #                  [OPTIONS <flags>...])
 #
 # Generates code for <file.grad> at build time and makes <target>, a static
@@ -21,6 +22,12 @@
 # system. OPTIONS are passed to every gradc command of the module (for
 # example -O0 or --passes=...).
 #
+# For `extern fn` declarations (docs/Extern.md): INCLUDE_DIRECTORIES are
+# searched for their headers (after the .grad file's own directory, which
+# is always searched), both by gradc's header check (`-I`) and when the
+# generated C++ is compiled; SOURCES (the C/C++ that defines the extern
+# functions) are compiled into <target>.
+#
 # Works in the gradc tree (GRADC_EXECUTABLE is the `gradc` target) and from
 # an installed package (the imported `gradc::gradc`). GRADC_RUNTIME_TARGET
 # names the interface library with the runtime headers (`gradc/Runtime.h`),
@@ -28,11 +35,12 @@
 
 function(gradc_add_module target grad_file)
   cmake_parse_arguments(PARSE_ARGV 2 ARG "SPLIT_GRAD" "BACKEND;MODULE_NAME"
-    "OPTIONS")
+    "OPTIONS;INCLUDE_DIRECTORIES;SOURCES")
   if(ARG_UNPARSED_ARGUMENTS)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unparsed)
     message(FATAL_ERROR "gradc_add_module: unknown argument(s) '${unparsed}'; "
-      "expected BACKEND, MODULE_NAME, SPLIT_GRAD or OPTIONS")
+      "expected BACKEND, MODULE_NAME, SPLIT_GRAD, INCLUDE_DIRECTORIES, "
+      "SOURCES or OPTIONS")
   endif()
   if(NOT ARG_BACKEND)
     set(ARG_BACKEND cpp)
@@ -58,6 +66,20 @@ function(gradc_add_module target grad_file)
   if(ARG_MODULE_NAME)
     list(PREPEND flags "--module-name=${ARG_MODULE_NAME}")
   endif()
+  # Extern functions: the .grad file's directory and INCLUDE_DIRECTORIES
+  # hold their headers.
+  get_filename_component(grad_dir "${grad_path}" DIRECTORY)
+  set(include_dirs "${grad_dir}")
+  foreach(dir IN LISTS ARG_INCLUDE_DIRECTORIES)
+    get_filename_component(dir "${dir}" ABSOLUTE)
+    list(APPEND include_dirs "${dir}")
+    list(APPEND flags "-I${dir}")
+  endforeach()
+  set(extern_sources "")
+  foreach(src IN LISTS ARG_SOURCES)
+    get_filename_component(src "${src}" ABSOLUTE)
+    list(APPEND extern_sources "${src}")
+  endforeach()
 
   # An executable target in DEPENDS, the `gradc` of this tree or the
   # imported gradc::gradc, makes the commands re-run when its file changes.
@@ -99,11 +121,11 @@ function(gradc_add_module target grad_file)
     VERBATIM)
 
   if(ARG_BACKEND STREQUAL "cpp")
-    add_library(${target} STATIC "${code}" "${header}")
+    add_library(${target} STATIC "${code}" "${header}" ${extern_sources})
   else()
     set_source_files_properties("${code}" PROPERTIES
       EXTERNAL_OBJECT TRUE GENERATED TRUE)
-    add_library(${target} STATIC "${code}" "${header}")
+    add_library(${target} STATIC "${code}" "${header}" ${extern_sources})
     # The library has no source to infer the language from; a C program
     # needs no C++ to link the object.
     if("CXX" IN_LIST languages)
@@ -118,6 +140,7 @@ function(gradc_add_module target grad_file)
     endif()
   endif()
   target_include_directories(${target} PUBLIC "$<BUILD_INTERFACE:${out_dir}>")
+  target_include_directories(${target} PRIVATE ${include_dirs})
   if(GRADC_RUNTIME_TARGET)
     target_link_libraries(${target} PUBLIC ${GRADC_RUNTIME_TARGET})
   else()

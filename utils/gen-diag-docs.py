@@ -21,6 +21,7 @@ PHASES = [
     ("DiagnosticsTransforms.def", "Passes"),
     ("DiagnosticsAD.def", "Differentiation"),
     ("DiagnosticsDriver.def", "gradc run and the driver"),
+    ("DiagnosticsExtern.def", "Extern functions and their headers"),
 ]
 
 

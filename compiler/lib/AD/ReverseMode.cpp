@@ -72,6 +72,8 @@ std::string cotangentName(const Function &fn, unsigned i) {
 std::string opLabel(const Op &op) {
   if (op.getKind() == OpKind::Call)
     return ("call of '" + op.getCallee() + "'").str();
+  if (op.getKind() == OpKind::ExternCall)
+    return ("call of extern '" + op.getCallee() + "'").str();
   return ("'" + op.getName() + "'").str();
 }
 
@@ -102,6 +104,7 @@ private:
                                            llvm::ArrayRef<unsigned> wrt) const;
   bool sweepOp(GradContext &ctx, const Op &op, const Function &grad);
   bool applyUserRule(GradContext &ctx, const Op &op);
+  bool sweepExternWithoutRule(const Op &op, const Function &grad);
   void reportInlineFailure(const Function &fn,
                            const ir::InlineFailure &failure);
   void eraseUnusedRuleInstances();
@@ -129,8 +132,9 @@ std::string Differentiator::locText(SourceLoc loc) const {
 }
 
 std::string Differentiator::ruleNote(const Op &op) const {
-  std::string what =
-      op.getKind() == OpKind::Call ? op.getCallee().str() : op.getName().str();
+  bool isCall =
+      op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall;
+  std::string what = isCall ? op.getCallee().str() : op.getName().str();
   std::string note = "gradient of '" + what + "'";
   std::string where = locText(op.getLoc());
   if (!where.empty())
@@ -370,6 +374,21 @@ bool Differentiator::applyUserRule(GradContext &ctx, const Op &op) {
   return true;
 }
 
+/// An extern function is C++ that differentiation cannot see into: without
+/// a rule, a cotangent that reaches its call is an error naming it, unless
+/// it is declared @surrogate (no gradient flows through it, on purpose).
+bool Differentiator::sweepExternWithoutRule(const Op &op,
+                                            const Function &grad) {
+  const ir::ExternDecl *decl = module.lookupExtern(op.getCallee());
+  if (decl && decl->noGradient)
+    return true;
+  diags.report(op.getLoc(), diag::err_ad_extern_no_rule)
+      << op.getCallee() << grad.getName();
+  if (decl && decl->loc.isValid())
+    diags.report(decl->loc, diag::note_ad_declared_here) << op.getCallee();
+  return false;
+}
+
 /// Runs the rule of one forward op, if a cotangent reached it.
 bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
                              const Function &grad) {
@@ -391,6 +410,8 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
   b.setNote(ruleNote(op));
   if (op.getGradRule().isSet())
     return applyUserRule(ctx, op);
+  if (op.getKind() == OpKind::ExternCall)
+    return sweepExternWithoutRule(op, grad);
   if (GradRuleFn rule = registry.lookup(op.getKind())) {
     rule(ctx, op);
     return true;

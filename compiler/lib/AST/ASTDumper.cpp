@@ -97,6 +97,7 @@ void Dumper::dumpModule(const Module &module) {
 }
 
 // FnDecl 'name' -> RESULT <l:c>, then annotations, params, body, grad block.
+// FnDecl 'name' -> RESULT extern from "h.h" <l:c> for an extern.
 // RuleDecl 'name' <l:c>, then annotations, params, body.
 void Dumper::dumpDecl(const Decl &decl) {
   const auto *fn = llvm::dyn_cast<FnDecl>(&decl);
@@ -109,6 +110,8 @@ void Dumper::dumpDecl(const Decl &decl) {
       os << (i ? ", " : "") << typeStr(fn->results[i]);
     if (fn->returnsTuple)
       os << ")";
+    if (fn->isExtern)
+      os << " extern from \"" << fn->header << "\"";
   }
   endLine(decl.getRange().begin);
   os << "\n";

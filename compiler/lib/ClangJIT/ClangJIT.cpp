@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gradc/ClangJIT/ClangJIT.h"
+#include "gradc/ClangJIT/Externs.h"
 
 #include "gradc/Basic/Diagnostic.h"
 #include "gradc/Emit/EmitCpp.h"
@@ -134,6 +135,14 @@ public:
 
   bool hasError() const { return !first.empty(); }
 
+  /// The first error in the user's own code, as Clang prints it.
+  std::string formatUserError() const {
+    std::string text = where.empty() ? first : where + ": error: " + first;
+    if (!snippet.empty())
+      text += "\n" + snippet;
+    return text;
+  }
+
   /// err_clang_jit_rejected for the first error (or err_clang_jit_setup
   /// when it has no location: a driver or set-up failure).
   std::string format() const {
@@ -201,7 +210,8 @@ void initializeNativeTarget() {
 std::shared_ptr<clang::CompilerInvocation>
 buildInvocation(llvm::StringRef mainPath,
                 llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
-                clang::DiagnosticsEngine &diags) {
+                clang::DiagnosticsEngine &diags,
+                llvm::ArrayRef<std::string> extraArgs) {
   // The driver locates the GCC installation (libstdc++'s headers) from the
   // real file system and the resource directory from -resource-dir; the
   // executable path it is given needs to exist for neither.
@@ -219,6 +229,8 @@ buildInvocation(llvm::StringRef mainPath,
       clangPath.c_str(), "--no-default-config",    "-c",
       "-resource-dir",   GRADC_CLANG_RESOURCE_DIR, includeArg.c_str()};
   args.insert(args.end(), std::begin(compilerFlags), std::end(compilerFlags));
+  for (const std::string &a : extraArgs)
+    args.push_back(a.c_str());
   args.push_back(mainArg.c_str());
 
   std::unique_ptr<clang::driver::Compilation> compilation(
@@ -305,9 +317,43 @@ llvm::ArrayRef<const char *> clangjit::getCompilerFlags() {
   return compilerFlags;
 }
 
+namespace {
+/// The flags of setGeneratedCodeArgs (Externs.h).
+std::vector<std::string> &generatedCodeArgs() {
+  static std::vector<std::string> args;
+  return args;
+}
+} // namespace
+
+void clangjit::setGeneratedCodeArgs(std::vector<std::string> args) {
+  generatedCodeArgs() = std::move(args);
+}
+
 std::unique_ptr<llvm::Module> clangjit::compileCpp(llvm::StringRef source,
                                                    llvm::LLVMContext &context,
                                                    std::string &error) {
+  std::string mainPath = (virtualDir + "/" + sourceFileName).str();
+  return compileSource(source, mainPath, generatedCodeArgs(), context, error,
+                       /*userCode=*/false);
+}
+
+std::unique_ptr<llvm::Module>
+clangjit::compileUserCpp(llvm::StringRef source, llvm::StringRef path,
+                         llvm::ArrayRef<std::string> extraArgs,
+                         llvm::LLVMContext &context, std::string &error) {
+  return compileSource(source, path, extraArgs, context, error,
+                       /*userCode=*/true);
+}
+
+/// Compiles `source` as the file `mainPath` (in memory, over the real
+/// file system, so that its `#include "..."` resolve beside that path).
+/// The errors of the user's code are reported as Clang prints them; an
+/// error in generated code is a bug of gradc's C++ backend.
+std::unique_ptr<llvm::Module>
+clangjit::compileSource(llvm::StringRef source, llvm::StringRef mainPathRef,
+                        llvm::ArrayRef<std::string> extraArgs,
+                        llvm::LLVMContext &context, std::string &error,
+                        bool userCode) {
   initializeNativeTarget();
   if (!llvm::sys::fs::is_directory(GRADC_CLANG_RESOURCE_DIR)) {
     error = DiagnosticEngine::formatMessage(
@@ -318,7 +364,7 @@ std::unique_ptr<llvm::Module> clangjit::compileCpp(llvm::StringRef source,
   }
 
   // The source and the runtime in memory, over the real file system.
-  std::string mainPath = (virtualDir + "/" + sourceFileName).str();
+  std::string mainPath = mainPathRef.str();
   std::string runtimePath = (virtualIncludeDir + "/gradc/Runtime.h").str();
   auto memory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
   memory->addFile(mainPath, 0,
@@ -336,7 +382,7 @@ std::unique_ptr<llvm::Module> clangjit::compileCpp(llvm::StringRef source,
       llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), diagOptions.get(),
       &collector, /*ShouldOwnClient=*/false);
   std::shared_ptr<clang::CompilerInvocation> invocation =
-      buildInvocation(mainPath, fs, driverDiags);
+      buildInvocation(mainPath, fs, driverDiags, extraArgs);
   if (!invocation) {
     error = collector.hasError() ? collector.format()
                                  : DiagnosticEngine::formatMessage(
@@ -354,7 +400,7 @@ std::unique_ptr<llvm::Module> clangjit::compileCpp(llvm::StringRef source,
   std::unique_ptr<llvm::Module> module = ok ? action.takeModule() : nullptr;
   if (!module || collector.hasError()) {
     error = collector.hasError()
-                ? collector.format()
+                ? (userCode ? collector.formatUserError() : collector.format())
                 : DiagnosticEngine::formatMessage(diag::err_clang_jit_setup,
                                                   {"Clang made no module"});
     return nullptr;

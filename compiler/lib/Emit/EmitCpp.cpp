@@ -520,6 +520,20 @@ std::string declarationLines(const std::string &head,
   return text;
 }
 
+/// `#include "shrink.h"` for the header of each extern function, once
+/// each, in order of declaration (docs/Extern.md).
+std::string externIncludes(const ir::Module &module) {
+  std::string text;
+  std::vector<std::string> seen;
+  for (const ir::ExternDecl &e : module.externs) {
+    if (llvm::is_contained(seen, e.header))
+      continue;
+    seen.push_back(e.header);
+    text += "#include \"" + e.header + "\"\n";
+  }
+  return text;
+}
+
 /// Whether an op of any function calls `fn`.
 bool isCalled(const ir::Module &module, const ir::Function &fn) {
   for (const auto &f : module.getFunctions())
@@ -849,6 +863,7 @@ void FunctionEmitter::requirePointers() {
         ensurePointer(v);
       break;
     case OpKind::Call:
+    case OpKind::ExternCall:
       for (const ir::Value *v : op.getOperands())
         if (!v->getType().isScalar())
           ensurePointer(v);
@@ -2033,14 +2048,35 @@ void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
 }
 
 void FunctionEmitter::emitCall(const ir::Op &op) {
-  const ir::Function *callee = module.lookup(op.getCallee());
-  assert(callee && "the verifier checks callees");
+  // A function of the module, or an extern function (docs/Extern.md): the
+  // same C ABI, but an extern keeps its own symbol and may return void.
+  const ir::Function *callee = nullptr;
+  const ir::ExternDecl *ext = nullptr;
+  std::vector<TensorType> paramTypes;
+  std::vector<std::string> sizeNames;
+  std::string symbol;
+  bool returnsStatus = true;
+  if (op.getKind() == OpKind::ExternCall) {
+    ext = module.lookupExtern(op.getCallee());
+    assert(ext && "the verifier checks callees");
+    paramTypes = ext->paramTypes;
+    sizeNames = ext->getSizeNames();
+    symbol = ext->name;
+    returnsStatus = ext->returnsStatus;
+  } else {
+    callee = module.lookup(op.getCallee());
+    assert(callee && "the verifier checks callees");
+    for (const ir::Value *p : callee->getParams())
+      paramTypes.push_back(p->getType());
+    sizeNames = callee->getSizeNames();
+    symbol = cSymbolName(options.moduleName, callee->getName());
+  }
   // Bind the callee's size names from the argument types here.
   std::vector<std::string> args;
-  for (const std::string &size : callee->getSizeNames()) {
+  for (const std::string &size : sizeNames) {
     std::string value = "0";
-    for (size_t p = 0; p < callee->getParams().size(); ++p) {
-      const Shape &ps = callee->getParam(p)->getType().shape;
+    for (size_t p = 0; p < paramTypes.size(); ++p) {
+      const Shape &ps = paramTypes[p].shape;
       for (size_t d = 0; d < ps.size(); ++d)
         if (ps[d].isNamed() && ps[d].getName() == size) {
           value = dimProduct(op.getOperand(p)->getType().shape[d]).str();
@@ -2067,7 +2103,11 @@ void FunctionEmitter::emitCall(const ir::Op &op) {
   std::vector<ExprP> exprs;
   for (std::string &a : args)
     exprs.push_back(atom(a));
-  ExprP c = call(cSymbolName(options.moduleName, callee->getName()), exprs);
+  ExprP c = call(symbol, exprs);
+  if (!returnsStatus) {
+    line(Printer(LoopMap()).format(c, indent, lineLimit - 1) + ";");
+    return;
+  }
   std::string prefix = "if (int " + statusName + " = ";
   line(prefix +
        Printer(LoopMap()).format(c, indent + prefix.size(), lineLimit - 1) +
@@ -2122,7 +2162,7 @@ void FunctionEmitter::emitOpBody(const ir::Op &op, int) {
   const ir::Value *v = op.getResult();
   if (k == OpKind::MatMul)
     return emitMatMul(op);
-  if (k == OpKind::Call)
+  if (k == OpKind::Call || k == OpKind::ExternCall)
     return emitCall(op);
   if (k == OpKind::LogSumExp && !areAdjacent(op.getAttrs().getInts("axis")))
     return emitLogSumExpLoops(op);
@@ -2308,7 +2348,9 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
   for (const std::string &l : wrapWords(about, lineLimit - 3))
     text += "// " + l + "\n";
   text += "\n";
-  text += "#include \"gradc/Runtime.h\"\n\n";
+  text += "#include \"gradc/Runtime.h\"\n";
+  text += externIncludes(module);
+  text += "\n";
   // Prototypes, so that the functions may call each other in any order.
   // Rule instances that a call still refers to are internal functions.
   std::vector<const ir::Function *> exported;

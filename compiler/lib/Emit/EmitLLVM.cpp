@@ -137,6 +137,8 @@ public:
   llvm::Function *getFunction(llvm::StringRef irName) {
     return functions.lookup(irName);
   }
+  /// The declaration of an extern function's C symbol.
+  llvm::Function *getExternFunction(const ir::ExternDecl &decl);
   llvm::FunctionCallee getMalloc();
   llvm::FunctionCallee getFree();
   /// A libm function of one argument (`tanhf`, `log1p`).
@@ -987,6 +989,7 @@ void FunctionLowering::lowerOp(const ir::Op &op) {
   case OpKind::SoftmaxCrossEntropy:
     return lowerSoftmaxCrossEntropy(op);
   case OpKind::Call:
+  case OpKind::ExternCall:
     return lowerCall(op);
   default:
     assert(isElementwise(op.getKind()) && "unhandled op");
@@ -1587,17 +1590,35 @@ void FunctionLowering::lowerSoftmaxCrossEntropy(const ir::Op &op) {
 /// A call of another function of the module through its C ABI: sizes
 /// from the operands' shapes, results into buffers, a non-zero status
 /// returned as is.
+/// An extern function (docs/Extern.md) is called the same way, by its own
+/// symbol, declared in the module; one that returns void has no status.
 void FunctionLowering::lowerCall(const ir::Op &op) {
-  const ir::Function *callee = ml.getIRModule().lookup(op.getCallee());
-  llvm::Function *target = ml.getFunction(op.getCallee());
-  assert(callee && target && "call of an unknown function");
+  std::vector<TensorType> paramTypes;
+  std::vector<std::string> sizeNames;
+  llvm::Function *target = nullptr;
+  bool returnsStatus = true;
+  if (op.getKind() == OpKind::ExternCall) {
+    const ir::ExternDecl *ext = ml.getIRModule().lookupExtern(op.getCallee());
+    assert(ext && "call of an unknown extern function");
+    paramTypes = ext->paramTypes;
+    sizeNames = ext->getSizeNames();
+    target = ml.getExternFunction(*ext);
+    returnsStatus = ext->returnsStatus;
+  } else {
+    const ir::Function *callee = ml.getIRModule().lookup(op.getCallee());
+    target = ml.getFunction(op.getCallee());
+    assert(callee && target && "call of an unknown function");
+    for (const ir::Value *p : callee->getParams())
+      paramTypes.push_back(p->getType());
+    sizeNames = callee->getSizeNames();
+  }
   llvm::SmallVector<llvm::Value *, 8> args;
   // The callee binds each size name at the first parameter dimension that
   // names it; our operand has the size at the same dimension.
-  for (const std::string &name : callee->getSizeNames()) {
+  for (const std::string &name : sizeNames) {
     llvm::Value *size = nullptr;
-    for (auto [p, param] : llvm::enumerate(callee->getParams())) {
-      for (auto [d, calleeDim] : llvm::enumerate(param->getType().shape))
+    for (auto [p, paramType] : llvm::enumerate(paramTypes)) {
+      for (auto [d, calleeDim] : llvm::enumerate(paramType.shape))
         if (calleeDim.isNamed() && calleeDim.getName() == name) {
           size = dim(op.getOperand(p)->getType().shape[d]);
           break;
@@ -1621,7 +1642,11 @@ void FunctionLowering::lowerCall(const ir::Op &op) {
     }
   }
   args.append(resultMem.begin(), resultMem.end());
-  llvm::Value *status = b.CreateCall(target, args, "status");
+  llvm::Value *status = b.getInt32(0);
+  if (returnsStatus)
+    status = b.CreateCall(target, args, "status");
+  else
+    b.CreateCall(target, args);
   auto *fail = llvm::BasicBlock::Create(ctx, "call.fail", llfn);
   auto *cont = llvm::BasicBlock::Create(ctx, "call.ok", llfn);
   b.CreateCondBr(b.CreateICmpNE(status, b.getInt32(0)), fail, cont);
@@ -1749,6 +1774,25 @@ static llvm::Type *scalarParamType(llvm::LLVMContext &ctx, DType t) {
 
 /// Declares the C function of `fn` with the parameters of Mangle.h's
 /// getCParams (the order, and the names, of the generated header).
+// The extern's C ABI (docs/Extern.md): an i64 per size name, each input
+// by value (a scalar) or as a pointer, a pointer per result, and an i32
+// status or void.
+llvm::Function *ModuleLowering::getExternFunction(const ir::ExternDecl &decl) {
+  if (llvm::Function *f = llvmModule.getFunction(decl.name))
+    return f;
+  llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
+  llvm::SmallVector<llvm::Type *, 8> types(decl.getSizeNames().size(),
+                                           llvm::Type::getInt64Ty(ctx));
+  for (const TensorType &t : decl.paramTypes)
+    types.push_back(t.isScalar() ? scalarParamType(ctx, t.dtype) : ptrTy);
+  types.append(decl.resultTypes.size(), ptrTy);
+  llvm::Type *ret = decl.returnsStatus ? llvm::Type::getInt32Ty(ctx)
+                                       : llvm::Type::getVoidTy(ctx);
+  return llvm::Function::Create(llvm::FunctionType::get(ret, types, false),
+                                llvm::Function::ExternalLinkage, decl.name,
+                                llvmModule);
+}
+
 void ModuleLowering::declareFunction(const ir::Function &fn) {
   llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
   NameScope scope;

@@ -220,6 +220,18 @@ std::unique_ptr<JITModule> JITModule::createFromLLVMModule(
       llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
   if (!jit)
     return fail(jit.takeError());
+  // The extern functions the driver loaded (compiled from the user's C++
+  // or from a --load library, docs/Extern.md) resolve to their code.
+  llvm::orc::SymbolMap externs;
+  for (const auto &[name, code] : ir::getLoadedExterns())
+    if (code.address)
+      externs[(*jit)->mangleAndIntern(name)] = {
+          llvm::orc::ExecutorAddr::fromPtr(code.address),
+          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  if (!externs.empty())
+    if (llvm::Error e = (*jit)->getMainJITDylib().define(
+            llvm::orc::absoluteSymbols(std::move(externs))))
+      return fail(std::move(e));
   if (llvm::Error e = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(
           std::move(llvmModule), std::move(context))))
     return fail(std::move(e));

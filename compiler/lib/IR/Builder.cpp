@@ -99,6 +99,16 @@ Value *Builder::constant(const TensorType &type,
 }
 
 llvm::SmallVector<Value *, 1>
+Builder::externCall(llvm::StringRef callee, llvm::ArrayRef<Value *> args,
+                    llvm::ArrayRef<TensorType> resultTypes) {
+  AttrList attrs;
+  attrs.set("callee", callee.str());
+  Op *op = createWithTypes(OpKind::ExternCall, args, resultTypes,
+                           std::move(attrs));
+  return llvm::SmallVector<Value *, 1>(op->getResults());
+}
+
+llvm::SmallVector<Value *, 1>
 Builder::call(llvm::StringRef callee, llvm::ArrayRef<Value *> args,
               llvm::ArrayRef<TensorType> resultTypes) {
   AttrList attrs;

@@ -70,6 +70,23 @@ std::vector<std::string> Function::getSizeNames() const {
   return names;
 }
 
+std::vector<std::string> ExternDecl::getSizeNames() const {
+  std::vector<std::string> names;
+  for (const TensorType &t : paramTypes)
+    for (const Dim &d : t.shape)
+      if (d.isNamed() &&
+          std::find(names.begin(), names.end(), d.getName()) == names.end())
+        names.push_back(d.getName().str());
+  return names;
+}
+
+const ExternDecl *Module::lookupExtern(llvm::StringRef name) const {
+  for (const ExternDecl &e : externs)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
 Function *Module::addFunction(std::string name) {
   functions.push_back(std::make_unique<Function>(std::move(name)));
   return functions.back().get();

@@ -325,7 +325,8 @@ public:
       }
     }
     while (tok.kind != Tok::Eof) {
-      if (!parseFunction(*module))
+      bool ok = isIdent("extern") ? parseExtern(*module) : parseFunction(*module);
+      if (!ok)
         skipToNextFunction();
     }
     if (diags.getNumErrors() != errorsBefore)
@@ -398,7 +399,8 @@ private:
 
   /// Recovery between functions: skip to a `func` that starts a line.
   void skipToNextFunction() {
-    while (tok.kind != Tok::Eof && !(tok.startsLine && isIdent("func")))
+    while (tok.kind != Tok::Eof &&
+           !(tok.startsLine && (isIdent("func") || isIdent("extern"))))
       advance();
   }
 
@@ -504,6 +506,59 @@ private:
     diags.report(it->second.second, diag::note_ir_previous_definition)
         << ("%" + name).str();
     return false;
+  }
+
+  // extern     ::= 'extern' '@' name '(' (param (',' param)*)? ')' '->'
+  //                results 'from' string externAttr* location?
+  // externAttr ::= 'void' | 'no_gradient'
+  bool parseExtern(Module &module) {
+    advance(); // 'extern'
+    if (tok.kind != Tok::Symbol)
+      return expected("an extern function name ('@name')");
+    ExternDecl decl;
+    decl.name = tok.value;
+    decl.loc = loc();
+    advance();
+    if (!expect(Tok::LParen, "'(' after the function name"))
+      return false;
+    if (!consume(Tok::RParen)) {
+      do {
+        if (tok.kind != Tok::ValueName)
+          return expected("a parameter ('%name')");
+        decl.paramNames.push_back(valueNameFromText(tok.value));
+        advance();
+        TensorType type;
+        if (!expect(Tok::Colon, "':' after the parameter name") ||
+            !parseType(type))
+          return false;
+        decl.paramTypes.push_back(type);
+      } while (consume(Tok::Comma));
+      if (!expect(Tok::RParen, "',' or ')' after a parameter"))
+        return false;
+    }
+    if (!expect(Tok::Arrow, "'->' after the parameters"))
+      return false;
+    scope = FunctionScope();
+    if (!parseResultTypes())
+      return false;
+    decl.resultTypes = scope.declaredResults;
+    if (!expectIdent("from"))
+      return false;
+    if (tok.kind != Tok::String)
+      return expected("a header name string after 'from'");
+    decl.header = tok.value;
+    advance();
+    while (isIdent("void") || isIdent("no_gradient")) {
+      if (isIdent("void"))
+        decl.returnsStatus = false;
+      else
+        decl.noGradient = true;
+      advance();
+    }
+    if (isIdent("loc") && !parseLocation())
+      return false;
+    module.externs.push_back(std::move(decl));
+    return true;
   }
 
   // function ::= 'func' '@' name '(' (param (',' param)*)? ')' '->' results
@@ -813,7 +868,7 @@ private:
 
     AttrList attrs;
     llvm::SmallVector<std::pair<std::string, SourceLoc>, 3> operands;
-    if (info->kind == OpKind::Call) {
+    if (info->kind == OpKind::Call || info->kind == OpKind::ExternCall) {
       if (tok.kind != Tok::Symbol)
         return expected("the callee ('@name') after 'call'");
       attrs.set("callee", tok.value);

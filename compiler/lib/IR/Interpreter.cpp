@@ -29,11 +29,13 @@
 #include "gradc/IR/Printer.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -619,6 +621,8 @@ private:
       return evalConstant(c, out);
     case OpKind::Call:
       return evalCall(c, out, depth);
+    case OpKind::ExternCall:
+      return evalExternCall(c, out);
     default:
       break;
     }
@@ -1301,9 +1305,158 @@ private:
       args.push_back(*t);
     return callFunction(*callee, args, out, depth + 1);
   }
+
+  // An extern function runs the user's compiled code through its
+  // trampoline: the size names bound from the operand shapes, each input
+  // in a buffer of the element type its declaration says (so a module
+  // that `gradc check` promoted to f64 still calls an f32 kernel with
+  // floats), one output buffer per result.
+  bool evalExternCall(OpContext &c, std::vector<Tensor> &out) {
+    llvm::StringRef name = c.op.getCallee();
+    const ExternDecl *decl = module.lookupExtern(name);
+    if (!decl)
+      return opFail(c, "calls unknown extern function '" + name.str() + "'");
+    const LoadedExtern *code = lookupLoadedExtern(name);
+    if (!code || !code->trampoline)
+      return opFail(c, "the code of extern function '" + name.str() +
+                           "' is not loaded (docs/Extern.md: its .cpp "
+                           "beside its header, or --load)");
+    if (c.operands.size() != decl->paramTypes.size())
+      return opFail(c, "expected " + std::to_string(decl->paramTypes.size()) +
+                           " operand(s)");
+    llvm::StringMap<int64_t> bound;
+    for (auto [type, t] : llvm::zip(decl->paramTypes, c.operands)) {
+      if (type.getRank() != t->shape.size())
+        return opFail(c, "an operand's rank contradicts '" + name.str() + "'");
+      for (auto [d, size] : llvm::zip(type.shape, t->shape)) {
+        int64_t known = d.isKnown() ? d.getSize()
+                                    : bound.try_emplace(d.getName(), size)
+                                          .first->second;
+        if (known != size)
+          return opFail(c, "an operand's shape contradicts '" + name.str() +
+                               "'");
+      }
+    }
+    std::vector<int64_t> sizes;
+    for (const std::string &s : decl->getSizeNames())
+      sizes.push_back(bound.lookup(s));
+
+    std::vector<std::vector<char>> inputs, outputs;
+    std::vector<void *> argPtrs, outPtrs;
+    for (auto [type, t] : llvm::zip(decl->paramTypes, c.operands))
+      inputs.push_back(toCBuffer(type.dtype, t->data));
+    for (std::vector<char> &b : inputs)
+      argPtrs.push_back(b.data());
+    out.resize(decl->resultTypes.size());
+    for (unsigned i = 0; i < decl->resultTypes.size(); ++i) {
+      IntShape shape;
+      for (const Dim &d : decl->resultTypes[i].shape)
+        shape.push_back(d.isKnown() ? d.getSize() : bound.lookup(d.getName()));
+      if (!make(c, resultDType(c, i), shape, out[i]))
+        return false;
+      outputs.emplace_back(std::max<size_t>(out[i].data.size(), 1) *
+                           cElementSize(decl->resultTypes[i].dtype));
+    }
+    for (std::vector<char> &b : outputs)
+      outPtrs.push_back(b.data());
+    int32_t status = code->trampoline(sizes.data(), argPtrs.data(),
+                                      outPtrs.data());
+    if (status != 0)
+      return opFail(c, "extern function '" + name.str() + "' returned status " +
+                           std::to_string(status));
+    for (unsigned i = 0; i < out.size(); ++i)
+      fromCBuffer(decl->resultTypes[i].dtype, outputs[i], out[i]);
+    return true;
+  }
+
+  static size_t cElementSize(DType dtype) {
+    switch (dtype) {
+    case DType::F32:
+      return sizeof(float);
+    case DType::F64:
+      return sizeof(double);
+    case DType::I32:
+      return sizeof(int32_t);
+    case DType::Bool:
+      return 1;
+    }
+    return 1;
+  }
+
+  /// Values in the C element type of `dtype` (docs/ABI.md).
+  static std::vector<char> toCBuffer(DType dtype,
+                                     const std::vector<double> &data) {
+    std::vector<char> buffer(std::max<size_t>(data.size(), 1) *
+                             cElementSize(dtype));
+    for (size_t i = 0; i < data.size(); ++i) {
+      char *at = buffer.data() + i * cElementSize(dtype);
+      if (dtype == DType::F32) {
+        float f = static_cast<float>(data[i]);
+        std::memcpy(at, &f, sizeof f);
+      } else if (dtype == DType::F64) {
+        std::memcpy(at, &data[i], sizeof(double));
+      } else if (dtype == DType::I32) {
+        int32_t k = static_cast<int32_t>(data[i]);
+        std::memcpy(at, &k, sizeof k);
+      } else {
+        *at = data[i] != 0 ? 1 : 0;
+      }
+    }
+    return buffer;
+  }
+
+  /// Reads a C buffer back, rounded to the result's own element type.
+  static void fromCBuffer(DType dtype, const std::vector<char> &buffer,
+                          Tensor &t) {
+    for (size_t i = 0; i < t.data.size(); ++i) {
+      const char *at = buffer.data() + i * cElementSize(dtype);
+      double v = 0;
+      if (dtype == DType::F32) {
+        float f;
+        std::memcpy(&f, at, sizeof f);
+        v = f;
+      } else if (dtype == DType::F64) {
+        std::memcpy(&v, at, sizeof v);
+      } else if (dtype == DType::I32) {
+        int32_t k;
+        std::memcpy(&k, at, sizeof k);
+        v = k;
+      } else {
+        v = *at != 0;
+      }
+      t.data[i] = roundToDType(t.dtype, v);
+    }
+  }
 };
 
 } // namespace
+
+namespace {
+std::vector<std::pair<std::string, LoadedExtern>> &loadedExterns() {
+  static std::vector<std::pair<std::string, LoadedExtern>> table;
+  return table;
+}
+} // namespace
+
+void ir::registerLoadedExtern(llvm::StringRef name, LoadedExtern code) {
+  for (auto &[n, c] : loadedExterns())
+    if (n == name) {
+      c = code;
+      return;
+    }
+  loadedExterns().push_back({name.str(), code});
+}
+
+const LoadedExtern *ir::lookupLoadedExtern(llvm::StringRef name) {
+  for (const auto &[n, c] : loadedExterns())
+    if (n == name)
+      return &c;
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, LoadedExtern>> ir::getLoadedExterns() {
+  return loadedExterns();
+}
 
 bool ir::interpret(const Module &module, llvm::StringRef fnName,
                    llvm::ArrayRef<Tensor> args, std::vector<Tensor> &results,

@@ -125,12 +125,44 @@ public:
       os << "module " << formatIRString(module.sourceName) << "\n";
       first = false;
     }
+    for (const ExternDecl &decl : module.externs) {
+      if (!first)
+        os << "\n";
+      first = false;
+      printExtern(decl);
+    }
     for (const auto &fn : module.getFunctions()) {
       if (!first)
         os << "\n";
       first = false;
       printFunction(*fn);
     }
+  }
+
+  // extern ::= 'extern' '@' name '(' params ')' '->' resultTypes
+  //            'from' string externAttr* location?
+  // externAttr ::= 'void' | 'no_gradient'
+  void printExtern(const ExternDecl &decl) {
+    os << "extern @" << formatIRName(decl.name) << "(";
+    for (size_t i = 0; i < decl.paramTypes.size(); ++i)
+      os << (i ? ", " : "") << "%" << formatIRName(decl.paramNames[i]) << ": "
+         << decl.paramTypes[i].str();
+    os << ") -> ";
+    if (decl.resultTypes.size() == 1) {
+      os << decl.resultTypes[0].str();
+    } else {
+      os << "(";
+      for (size_t i = 0; i < decl.resultTypes.size(); ++i)
+        os << (i ? ", " : "") << decl.resultTypes[i].str();
+      os << ")";
+    }
+    os << " from " << formatIRString(decl.header);
+    if (!decl.returnsStatus)
+      os << " void";
+    if (decl.noGradient)
+      os << " no_gradient";
+    printLoc(decl.loc, " ");
+    os << "\n";
   }
 
   // function ::= 'func' '@' name '(' params ')' '->' resultTypes
@@ -269,7 +301,7 @@ private:
       os << " = ";
     os << op.getName();
     AttrList attrs = op.getAttrs();
-    if (op.getKind() == OpKind::Call) {
+    if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall) {
       // `call @f(%a, %b)`: the callee attribute is written as a symbol.
       const AttrValue *callee = attrs.find("callee");
       const std::string *name =

@@ -237,6 +237,7 @@ private:
       verifyConstant(op, desc);
       break;
     case OpKind::Call:
+    case OpKind::ExternCall:
       verifyCall(op, desc);
       break;
     default:
@@ -430,7 +431,18 @@ private:
     llvm::SmallVector<std::string, 4> paramNames;
     llvm::SmallVector<TensorType, 2> results;
   };
-  bool lookupSignature(llvm::StringRef name, Signature &sig) const {
+  bool lookupSignature(llvm::StringRef name, Signature &sig,
+                       bool isExtern) const {
+    // An extern_call calls an extern declaration, a call a function.
+    if (isExtern) {
+      const ExternDecl *decl = module.lookupExtern(name);
+      if (!decl)
+        return false;
+      sig.params.assign(decl->paramTypes.begin(), decl->paramTypes.end());
+      sig.paramNames.assign(decl->paramNames.begin(), decl->paramNames.end());
+      sig.results.assign(decl->resultTypes.begin(), decl->resultTypes.end());
+      return true;
+    }
     if (const Function *fn = module.lookup(name)) {
       for (const Value *p : fn->getParams()) {
         sig.params.push_back(p->getType());
@@ -455,13 +467,14 @@ private:
     return false;
   }
 
-  // call: the callee exists; each argument fits its parameter once the
+  // call, extern_call: the callee exists; each argument fits its parameter once the
   // callee's size names are bound; the results are the callee's result
   // types under the same bindings.
   void verifyCall(const Op &op, const std::string &desc) {
     const std::string &calleeName = op.getAttrs().getString("callee");
     Signature callee;
-    if (!lookupSignature(calleeName, callee)) {
+    if (!lookupSignature(calleeName, callee,
+                         op.getKind() == OpKind::ExternCall)) {
       error(op.getLoc(), diag::err_verify_unknown_callee) << desc << calleeName;
       return;
     }

@@ -12,6 +12,8 @@
 //    lowers to a list of values (one for a tensor), so `stack([a, b])` gets
 //    two operands, `unstack` and calls with several results give several
 //    values, and `parts[0]` just picks one;
+//  - an `extern fn` becomes an ExternDecl of the module and its calls
+//    `extern_call` ops;
 //  - calls of user functions (and of generated `NAME_grad`) stay `call`
 //    ops: the IR reads like the source, and differentiation inlines a
 //    callee where it needs its body;
@@ -117,6 +119,7 @@ public:
 private:
   void nameRuleInstances();
   void lowerFn(const FnDecl &fn);
+  void lowerExtern(const FnDecl &fn);
   void lowerRuleInstance(const RuleInstance &inst);
   void addResultParams(ir::Function &irFn, const FnDecl &fn);
 
@@ -336,7 +339,9 @@ Values BodyLowering::lowerFnCall(const CallExpr &e) {
   if (resultTypes.empty() && !e.callsGrad)
     resultTypes.assign(e.fn->resultTypes.begin(), e.fn->resultTypes.end());
   builder.setLoc(e.callee.range.begin);
-  Values results = builder.call(callee, args, resultTypes);
+  Values results = e.fn->isExtern
+                       ? builder.externCall(callee, args, resultTypes)
+                       : builder.call(callee, args, resultTypes);
   ir::Op *op = results.empty() ? nullptr : results.front()->getDefiningOp();
   if (op && e.rule.instance) {
     setRule(op, e.rule, "custom_grad");
@@ -420,6 +425,8 @@ void ModuleLowering::nameRuleInstances() {
 }
 
 void ModuleLowering::lowerFn(const FnDecl &fn) {
+  if (fn.isExtern)
+    return lowerExtern(fn);
   ir::Function *irFn = irModule->addFunction(fn.name.name);
   irFn->setRole(ir::Function::Role::User);
   irFn->setLoc(fn.signatureRange.isValid() ? fn.signatureRange.begin
@@ -447,6 +454,22 @@ void ModuleLowering::lowerFn(const FnDecl &fn) {
       spec.loc = a->range.begin;
     irFn->setGradSpec(std::move(spec));
   }
+}
+
+/// An `extern fn` becomes a declaration of the module; its calls are
+/// `extern_call` ops that carry its rule.
+void ModuleLowering::lowerExtern(const FnDecl &fn) {
+  ir::ExternDecl decl;
+  decl.name = fn.name.name;
+  decl.header = fn.header;
+  for (const Param &p : fn.params)
+    decl.paramNames.push_back(p.name.name);
+  decl.paramTypes = fn.paramTypes;
+  decl.resultTypes = fn.resultTypes;
+  decl.returnsStatus = !fn.externReturnsVoid;
+  decl.noGradient = !fn.customGrad && findAnnotation(fn, "surrogate");
+  decl.loc = fn.signatureRange.begin;
+  irModule->externs.push_back(std::move(decl));
 }
 
 /// The unused result parameters of a grad block's function: `result`, or

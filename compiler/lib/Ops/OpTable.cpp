@@ -708,6 +708,10 @@ const OpInfo opTable[] = {
      "it has no operands", false, "a literal tensor", nullptr},
     {OpKind::Call, "call", callOperands, true, calleeAttr, {}, nullptr, false,
      "call of another function", nullptr},
+    // Differentiable only through the @custom_grad rule the call carries;
+    // without one, differentiation reports the extern by name.
+    {OpKind::ExternCall, "extern_call", callOperands, true, calleeAttr, {},
+     nullptr, false, "call of an extern C/C++ function", nullptr},
 };
 
 #undef UNARY

@@ -37,6 +37,8 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
   case TokenKind::Integer:
   case TokenKind::Float:
     return "number";
+  case TokenKind::String:
+    return "string";
   case TokenKind::KwFn:
     return "'fn'";
   case TokenKind::KwRule:
@@ -47,6 +49,8 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
     return "'return'";
   case TokenKind::KwGrad:
     return "'grad'";
+  case TokenKind::KwExtern:
+    return "'extern'";
   case TokenKind::KwTrue:
     return "'true'";
   case TokenKind::KwFalse:
@@ -183,10 +187,28 @@ Token Lexer::lexIdentifier() {
                        .Case("let", TokenKind::KwLet)
                        .Case("return", TokenKind::KwReturn)
                        .Case("grad", TokenKind::KwGrad)
+                       .Case("extern", TokenKind::KwExtern)
                        .Case("true", TokenKind::KwTrue)
                        .Case("false", TokenKind::KwFalse)
                        .Default(TokenKind::Identifier);
   return make(kind, begin);
+}
+
+// string ::= '"' { any character but '"' and newline } '"'
+//
+// Only `extern ... from "header.h"` takes a string: a file name, so no
+// escapes are needed.
+Token Lexer::lexString() {
+  size_t begin = pos++;
+  while (pos < text.size() && text[pos] != '"' && text[pos] != '\n')
+    ++pos;
+  if (pos == text.size() || text[pos] != '"') {
+    diags.report(locOf(begin), diag::err_lex_unterminated_string)
+        << SourceRange(locOf(begin), locOf(pos));
+    return make(TokenKind::Error, begin);
+  }
+  ++pos;
+  return make(TokenKind::String, begin);
 }
 
 /// Reports the character at `pos`: a whole UTF-8 sequence when it is one
@@ -294,6 +316,8 @@ Token Lexer::lex() {
       return lexNumber();
     if (isIdentStart(c))
       return lexIdentifier();
+    if (c == '"')
+      return lexString();
     Token tok;
     if (lexPunctuation(tok))
       return tok;

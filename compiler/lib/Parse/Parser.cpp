@@ -249,6 +249,7 @@ private:
   bool parseAnnotation(Annotation &out);
   bool parseAnnotations(std::vector<Annotation> &out);
   DeclPtr parseFn(std::vector<Annotation> annotations, SourceLoc begin);
+  DeclPtr parseExtern(std::vector<Annotation> annotations, SourceLoc begin);
   DeclPtr parseRule(std::vector<Annotation> annotations, SourceLoc begin);
   bool parseUntypedParams(std::vector<Param> &params, llvm::StringRef after);
   bool parseFnSignature(FnDecl &fn, SourceLoc &end);
@@ -333,8 +334,8 @@ void Parser::skipToNextDecl(size_t startPos) {
     consume();
   }
   while (!is(TokenKind::Eof)) {
-    bool declStart =
-        is(TokenKind::KwFn) || is(TokenKind::KwRule) || is(TokenKind::At);
+    bool declStart = is(TokenKind::KwFn) || is(TokenKind::KwExtern) ||
+                     is(TokenKind::KwRule) || is(TokenKind::At);
     if (declStart && braces <= 0 && tok().startsLine)
       return;
     braces += is(TokenKind::LBrace) - is(TokenKind::RBrace);
@@ -342,7 +343,7 @@ void Parser::skipToNextDecl(size_t startPos) {
   }
 }
 
-// decl ::= { annotation [newline] } ( fnDecl | ruleDecl )
+// decl ::= { annotation [newline] } ( fnDecl | externDecl | ruleDecl )
 bool Parser::parseDecl(std::vector<DeclPtr> &decls) {
   SourceLoc begin = tok().loc;
   std::vector<Annotation> annotations;
@@ -351,6 +352,8 @@ bool Parser::parseDecl(std::vector<DeclPtr> &decls) {
   DeclPtr decl;
   if (is(TokenKind::KwFn)) {
     decl = parseFn(std::move(annotations), begin);
+  } else if (is(TokenKind::KwExtern)) {
+    decl = parseExtern(std::move(annotations), begin);
   } else if (is(TokenKind::KwRule)) {
     decl = parseRule(std::move(annotations), begin);
   } else if (!annotations.empty()) {
@@ -465,6 +468,47 @@ DeclPtr Parser::parseFn(std::vector<Annotation> annotations, SourceLoc begin) {
   return fn;
 }
 
+// externDecl ::= 'extern' 'fn' name '(' [ param { ',' param } ] ')'
+//                [newline] '->' results 'from' string
+//
+// `from` is a name, not a keyword, everywhere else.
+DeclPtr Parser::parseExtern(std::vector<Annotation> annotations,
+                            SourceLoc begin) {
+  SourceLoc externLoc = consume(); // 'extern'
+  if (!is(TokenKind::KwFn)) {
+    errorExpectedAfter("'fn'", "'extern'");
+    return nullptr;
+  }
+  consume();
+  FnDecl scratch{SourceRange()};
+  SourceLoc sigEnd;
+  if (!parseFnSignature(scratch, sigEnd))
+    return nullptr;
+  if (!is(TokenKind::Identifier) || tok().text != "from") {
+    errorExpectedAfter("'from \"header\"'", "the signature of an extern");
+    return nullptr;
+  }
+  consume();
+  if (!is(TokenKind::String)) {
+    errorExpectedAfter("a header name in quotes", "'from'");
+    return nullptr;
+  }
+  Token header = tok();
+  consume();
+
+  auto fn = std::make_unique<FnDecl>(SourceRange(begin, header.getEndLoc()));
+  fn->annotations = std::move(annotations);
+  fn->name = std::move(scratch.name);
+  fn->params = std::move(scratch.params);
+  fn->results = std::move(scratch.results);
+  fn->returnsTuple = scratch.returnsTuple;
+  fn->signatureRange = SourceRange(externLoc, sigEnd);
+  fn->isExtern = true;
+  fn->header = header.text.drop_front().drop_back().str();
+  fn->headerRange = header.getRange();
+  return fn;
+}
+
 bool Parser::parseFnSignature(FnDecl &fn, SourceLoc &end) {
   if (!parseIdent(fn.name, "function"))
     return false;
@@ -493,8 +537,8 @@ void Parser::recoverAtBody() {
       parseBlock(body, end);
       return;
     }
-    bool declStart =
-        is(TokenKind::KwFn) || is(TokenKind::KwRule) || is(TokenKind::At);
+    bool declStart = is(TokenKind::KwFn) || is(TokenKind::KwExtern) ||
+                     is(TokenKind::KwRule) || is(TokenKind::At);
     if (declStart && tok().startsLine)
       return;
     consume();
@@ -615,7 +659,8 @@ bool Parser::startsDecl() {
       }
     }
   }
-  return tokenAt(i).is(TokenKind::KwFn) || tokenAt(i).is(TokenKind::KwRule);
+  return tokenAt(i).is(TokenKind::KwFn) || tokenAt(i).is(TokenKind::KwExtern) ||
+         tokenAt(i).is(TokenKind::KwRule);
 }
 
 // block ::= [newline] '{' { newline | stmt ( newline | &'}' ) } '}'

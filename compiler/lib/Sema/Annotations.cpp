@@ -11,7 +11,11 @@
 //   @surrogate               on a `rule` or a `fn`: its gradient differs from
 //                            the true derivative on purpose (clipping,
 //                            reversal, straight-through); `gradc check`
-//                            reports the difference instead of failing
+//                            reports the difference instead of failing. On
+//                            an `extern fn` without a rule: no gradient
+//                            flows through it, on purpose
+//
+// An `extern fn` takes @custom_grad and @surrogate only.
 //
 // Overrides are lexical: a `let`'s override applies to the ops written in
 // that statement, a `fn`'s to the ops written in its body, and the innermost
@@ -74,6 +78,12 @@ void Sema::checkFnAnnotations(FnDecl &fn, FnInfo &info) {
   };
   for (const Annotation &a : fn.annotations) {
     llvm::StringRef name = a.name.name;
+    // An extern has no body to differentiate or override: its gradient is
+    // a @custom_grad rule (or none, declared @surrogate).
+    if (fn.isExtern && (name == "grad" || name == "override")) {
+      rejectAnnotation(a, "an extern function");
+      continue;
+    }
     if (name == "grad") {
       if (once(a, grad)) {
         info.gradAnnotation = a.range;

@@ -313,6 +313,13 @@ static bool returnFits(const ValueType &got, const ValueType &expected) {
 void Sema::checkFn(FnDecl &fn) {
   FnInfo &info = *fnInfos[&fn];
   const Signature &sig = info.sig;
+  // An extern's body is C++: its header is checked after Sema
+  // (clangjit::checkExternHeaders); only its rule is gradc's.
+  if (fn.isExtern) {
+    if (info.customGradRule)
+      instantiateCustomGrad(fn, info);
+    return;
+  }
   BodyScope scope;
   scope.kind = BodyScope::FnBody;
   scope.description = "function " + quoted(fn.name.name);

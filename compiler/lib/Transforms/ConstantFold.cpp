@@ -154,7 +154,8 @@ private:
 bool Folder::visit(Op &op) {
   if (op.getKind() == OpKind::Constant)
     return canonicalizeConstant(op);
-  if (op.getKind() == OpKind::Call || hasCustomGradient(op))
+  if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall ||
+      hasCustomGradient(op))
     return false;
   if (op.getKind() == OpKind::OnesLike)
     return foldOnesLike(op);

@@ -158,7 +158,8 @@ bool Simplifier::visit(Op &op) {
       zeros.insert(op.getResult());
     return false;
   }
-  if (op.getKind() == OpKind::Call || hasCustomGradient(op))
+  if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall ||
+      hasCustomGradient(op))
     return false;
   if (op.getKind() == OpKind::ZerosLike)
     return simplifyZerosLike(op);

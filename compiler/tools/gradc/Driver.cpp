@@ -3,11 +3,15 @@
 #include "Driver.h"
 
 #include "gradc/AD/ReverseMode.h"
+#include "gradc/ClangJIT/ClangJIT.h"
 #include "gradc/IR/Verifier.h"
 #include "gradc/IRGen/IRGen.h"
 #include "gradc/Parse/Parser.h"
 #include "gradc/Sema/Sema.h"
 #include "gradc/Transforms/Passes.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Path.h"
 
 using namespace gradc;
 using namespace gradc::driver;
@@ -29,6 +33,9 @@ bool Compilation::readFile(llvm::StringRef path) {
   if (verifyMode)
     static_cast<VerifyDiagnosticConsumer &>(*consumer).addExpectations(
         mainBuffer);
+  externOptions.baseDir = llvm::sys::path::parent_path(path).str();
+  if (externOptions.baseDir.empty())
+    externOptions.baseDir = ".";
   return true;
 }
 
@@ -37,7 +44,41 @@ bool Compilation::parse() {
   return !diags->hadError();
 }
 
-bool Compilation::check() { return checkModule(*ast, *diags); }
+bool Compilation::check() {
+  if (!checkModule(*ast, *diags))
+    return false;
+  bool hasExterns = llvm::any_of(ast->decls, [](const ast::DeclPtr &d) {
+    auto *fn = llvm::dyn_cast_or_null<ast::FnDecl>(d.get());
+    return fn && fn->isExtern;
+  });
+  if (!hasExterns)
+    return true;
+  // In -verify mode, a header's notes are expected in the header itself.
+  return clangjit::checkExternHeaders(
+      *ast, externOptions, sm, *diags, [&](SourceLoc buffer) {
+        if (verifyMode)
+          static_cast<VerifyDiagnosticConsumer &>(*consumer).addExpectations(
+              buffer);
+      });
+}
+
+bool Compilation::loadExterns() {
+  if (ir->externs.empty())
+    return true;
+  // The generated C++ of the cpp backend includes the headers: it gets
+  // the flags of the first one.
+  std::vector<std::string> args;
+  std::string error;
+  llvm::SmallString<256> header(externOptions.baseDir);
+  llvm::sys::path::append(header, ir->externs.front().header);
+  if (clangjit::getExternCompilerArgs(externOptions, header, args, error))
+    clangjit::setGeneratedCodeArgs(args);
+  if (clangjit::loadExterns(*ir, externOptions, error))
+    return true;
+  diags->report(ir->externs.front().loc, diag::err_extern_load)
+      << ir->externs.front().name << error;
+  return false;
+}
 
 bool Compilation::lower() {
   ir = lowerModule(*ast, sm);

@@ -11,6 +11,7 @@
 
 #include "gradc/AST/AST.h"
 #include "gradc/Basic/Diagnostic.h"
+#include "gradc/ClangJIT/Externs.h"
 #include "gradc/IR/IR.h"
 #include "gradc/IR/Interpreter.h"
 
@@ -27,13 +28,20 @@ struct Compilation {
   std::unique_ptr<ast::Module> ast;
   std::unique_ptr<ir::Module> ir;
   bool verifyMode = false;
+  /// Where extern functions' headers and code are found (-I, -D, -p,
+  /// --load); readFile sets the base directory.
+  clangjit::ExternOptions externOptions;
 
   /// Sets up diagnostics (printed to stderr, or checked with -verify).
   explicit Compilation(bool verify);
   /// Reads `path`; false after reporting an error.
   bool readFile(llvm::StringRef path);
   bool parse();
+  /// Sema, then the headers of extern functions (clangjit).
   bool check();
+  /// Makes the extern functions callable by the run backends
+  /// (clangjit::loadExterns); false after reporting why not.
+  bool loadExterns();
   /// Lowers to IR and verifies it.
   bool lower();
   /// Adds every NAME_grad and runs `pipeline` ("" for none).

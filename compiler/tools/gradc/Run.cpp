@@ -333,7 +333,7 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
     return c.finish();
   }
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
-      !c.differentiate(pipeline))
+      !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
   // Several calls share one compilation (and the backend's compiled code):
   // each one's results follow a line "# CALL", and a failed call does not

@@ -132,6 +132,32 @@ cl::opt<std::string> moduleName(
     cl::desc("Prefix of the C symbols (default: the file's stem)"),
     cl::value_desc("NAME"), cl::init(""), cl::cat(gradcCategory));
 
+cl::list<std::string> includeDirs(
+    "I", cl::Prefix,
+    cl::desc("Search DIR for the headers of extern functions"),
+    cl::value_desc("DIR"), cl::sub(cl::SubCommand::getAll()),
+    cl::cat(gradcCategory));
+
+cl::list<std::string>
+    defines("D", cl::Prefix,
+            cl::desc("Define a macro when headers and extern code are compiled"),
+            cl::value_desc("NAME[=VALUE]"), cl::sub(cl::SubCommand::getAll()),
+            cl::cat(gradcCategory));
+
+cl::opt<std::string> compileCommandsDir(
+    "p",
+    cl::desc("Read compile_commands.json in DIR for the flags of extern "
+             "headers (libTooling's -p)"),
+    cl::value_desc("DIR"), cl::init(""), cl::sub(cl::SubCommand::getAll()),
+    cl::cat(gradcCategory));
+
+cl::list<std::string> loadLibraries(
+    "load",
+    cl::desc("Load a shared library that defines extern functions (run, "
+             "check)"),
+    cl::value_desc("LIB"), cl::sub(cl::SubCommand::getAll()),
+    cl::cat(gradcCategory));
+
 std::string pipeline() {
   std::string list = !passes.empty() ? passes.getValue()
                      : noOpt         ? ""
@@ -290,6 +316,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "gradc: a source-to-source gradient compiler\n");
   Compilation c(verify);
+  c.externOptions.includeDirs = includeDirs;
+  c.externOptions.defines = defines;
+  c.externOptions.compileCommandsDir = compileCommandsDir;
+  c.externOptions.libraries = loadLibraries;
   if (runCmd)
     return runCommand(c, inputFile, callExprs, backend, pipeline());
   if (checkCmd)

@@ -339,6 +339,15 @@ public:
   bool returnsTuple = false; ///< `-> (a, b)`, even with one element
   std::optional<GradBlock> gradBlock;
   SourceRange signatureRange; ///< from `fn` to the result type
+  /// `extern fn name(...) -> type from "header.h"`: a C/C++ function the
+  /// program calls through the C ABI (docs/Extern.md). It has no body;
+  /// `header` is the file name as written, without the quotes.
+  bool isExtern = false;
+  std::string header;
+  SourceRange headerRange; ///< the string, quotes included
+  /// Set by the header check: the C function returns `void`, not an `int`
+  /// status.
+  bool externReturnsVoid = false;
 
   // Set by Sema.
   bool wantsGrad = false;                   ///< has @grad

@@ -51,6 +51,21 @@ std::unique_ptr<llvm::Module> compileCpp(llvm::StringRef source,
                                          llvm::LLVMContext &context,
                                          std::string &error);
 
+/// compileCpp for the user's own code (an extern function's `.cpp`, or
+/// the trampolines that call it): `source` is compiled as if it were the
+/// file `path`, so that its includes resolve beside it, with `extraArgs`
+/// (`-I`, `-D`) after the usual flags. Errors read as Clang prints them.
+std::unique_ptr<llvm::Module>
+compileUserCpp(llvm::StringRef source, llvm::StringRef path,
+               llvm::ArrayRef<std::string> extraArgs,
+               llvm::LLVMContext &context, std::string &error);
+
+/// What compileCpp and compileUserCpp share.
+std::unique_ptr<llvm::Module>
+compileSource(llvm::StringRef source, llvm::StringRef mainPath,
+              llvm::ArrayRef<std::string> extraArgs,
+              llvm::LLVMContext &context, std::string &error, bool userCode);
+
 /// The C++ that the `cpp` backend compiles for `module`: EmitCpp's
 /// translation unit with module name emit::jitModuleName, followed by one
 /// trampoline per exported function with the signature and name that

@@ -73,6 +73,11 @@ public:
                                      llvm::ArrayRef<Value *> args,
                                      llvm::ArrayRef<TensorType> resultTypes);
 
+  /// A call of the extern function `callee` (Module::externs).
+  llvm::SmallVector<Value *, 1>
+  externCall(llvm::StringRef callee, llvm::ArrayRef<Value *> args,
+             llvm::ArrayRef<TensorType> resultTypes);
+
   /// The raw form: an op with explicit result types (used by the IR parser
   /// and for constants and calls).
   Op *createWithTypes(OpKind kind, llvm::ArrayRef<Value *> operands,

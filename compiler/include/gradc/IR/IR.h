@@ -100,7 +100,7 @@ public:
   AttrList &getAttrs() { return attrs; }
   const AttrList &getAttrs() const { return attrs; }
 
-  /// The callee of a `call` op.
+  /// The callee of a `call` or `extern_call` op.
   llvm::StringRef getCallee() const { return attrs.getString("callee"); }
 
   SourceLoc getLoc() const { return loc; }
@@ -240,8 +240,35 @@ private:
   GradRuleAttr customGrad;
 };
 
+/// An `extern fn` of the source: a C or C++ function of the user's that
+/// `extern_call` ops call through the C ABI of docs/Extern.md (the size
+/// names as int64_t, then the inputs, then one output pointer per result).
+/// It has no body in the IR: differentiation uses the rule its calls carry.
+struct ExternDecl {
+  /// The C symbol, which is also its name in the source.
+  std::string name;
+  /// The header that declares it, as written after `from`.
+  std::string header;
+  std::vector<std::string> paramNames;
+  std::vector<TensorType> paramTypes;
+  std::vector<TensorType> resultTypes;
+  /// The C function returns an `int` status (docs/ABI.md's codes; non-zero
+  /// is an error) rather than `void`. The header check decides.
+  bool returnsStatus = true;
+  /// Declared @surrogate without a rule: no gradient flows through it.
+  bool noGradient = false;
+  SourceLoc loc;
+
+  /// The size names its parameters bind, in first-seen order.
+  std::vector<std::string> getSizeNames() const;
+};
+
 class Module {
 public:
+  /// The extern functions, in source order.
+  std::vector<ExternDecl> externs;
+  const ExternDecl *lookupExtern(llvm::StringRef name) const;
+
   Function *addFunction(std::string name);
   Function *lookup(llvm::StringRef name) const;
   const std::vector<std::unique_ptr<Function>> &getFunctions() const {

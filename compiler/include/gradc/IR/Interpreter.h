@@ -47,6 +47,28 @@ bool interpret(const Module &module, llvm::StringRef fnName,
                llvm::ArrayRef<Tensor> args, std::vector<Tensor> &results,
                std::string &error);
 
+/// How the interpreter and the JIT backends reach an extern function once
+/// the user's code is loaded (lib/ClangJIT, docs/Extern.md): `address` is
+/// the C function itself, and `trampoline` a function compiled beside it
+/// that unpacks three arrays (the size names, a pointer to each input,
+/// scalars included, and a pointer to each output) and calls it, returning
+/// its status (0 for a `void` function).
+using ExternTrampoline = int32_t (*)(const int64_t *sizes, void **args,
+                                     void **outs);
+struct LoadedExtern {
+  void *address = nullptr;
+  ExternTrampoline trampoline = nullptr;
+};
+
+/// Makes the code of extern function `name` callable for the rest of the
+/// process (like a symbol of llvm::sys::DynamicLibrary). Not thread-safe:
+/// the driver loads before it runs anything.
+void registerLoadedExtern(llvm::StringRef name, LoadedExtern code);
+/// The code of extern function `name`, or null when it was never loaded.
+const LoadedExtern *lookupLoadedExtern(llvm::StringRef name);
+/// Every loaded extern function, in the order they were registered.
+std::vector<std::pair<std::string, LoadedExtern>> getLoadedExterns();
+
 /// Rounds `v` to a value of element type `dtype`: f32 to the nearest
 /// float, i32 truncated toward zero and wrapped to 32 bits (NaN and
 /// infinities become 0), bool to 0 or 1 (nonzero is true).

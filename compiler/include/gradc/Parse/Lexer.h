@@ -30,12 +30,14 @@ enum class TokenKind : uint8_t {
   Identifier,
   Integer, ///< `12`: digits only
   Float,   ///< `2.0`, `.5`, `1e-3`, `2.5e+3`
+  String,  ///< `"shrink.h"`: the quotes included; no escapes, one line
   // Keywords.
   KwFn,
   KwRule,
   KwLet,
   KwReturn,
   KwGrad,
+  KwExtern,
   KwTrue,
   KwFalse,
   // Punctuation.
@@ -100,6 +102,7 @@ private:
   Token make(TokenKind kind, size_t begin);
   Token lexNumber();
   Token lexIdentifier();
+  Token lexString();
   Token lexBadCharacter();
   bool lexPunctuation(Token &out);
   void skipDigits();

@@ -1,0 +1,8 @@
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+void kernel2(int64_t N, const float *x, float *out);
+#ifdef __cplusplus
+}
+#endif

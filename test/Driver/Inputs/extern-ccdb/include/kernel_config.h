@@ -1,0 +1,1 @@
+#define KERNEL_CONFIG_OK 1

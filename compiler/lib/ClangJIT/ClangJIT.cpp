@@ -341,7 +341,10 @@ std::unique_ptr<llvm::Module>
 clangjit::compileUserCpp(llvm::StringRef source, llvm::StringRef path,
                          llvm::ArrayRef<std::string> extraArgs,
                          llvm::LLVMContext &context, std::string &error) {
-  return compileSource(source, path, extraArgs, context, error,
+  // The in-memory file system wants an absolute path.
+  llvm::SmallString<256> absolute(path);
+  llvm::sys::fs::make_absolute(absolute);
+  return compileSource(source, absolute, extraArgs, context, error,
                        /*userCode=*/true);
 }
 

@@ -156,6 +156,21 @@ bool clangjit::loadExterns(const ir::Module &module,
     error = llvm::toString(jit.takeError());
     return false;
   }
+  // The externs that a --load library defines: the JIT links them (and
+  // the trampolines' calls) to the library's code.
+  llvm::orc::SymbolMap fromLibraries;
+  for (const ir::ExternDecl &decl : module.externs)
+    if (void *address = llvm::sys::DynamicLibrary::SearchForAddressOfSymbol(
+            decl.name.c_str()))
+      fromLibraries[(*jit)->mangleAndIntern(decl.name)] = {
+          llvm::orc::ExecutorAddr::fromPtr(address),
+          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  if (!fromLibraries.empty())
+    if (llvm::Error e = (*jit)->getMainJITDylib().define(
+            llvm::orc::absoluteSymbols(std::move(fromLibraries)))) {
+      error = llvm::toString(std::move(e));
+      return false;
+    }
   auto addModule = [&](llvm::StringRef text, llvm::StringRef path) {
     std::vector<std::string> args;
     if (!getExternCompilerArgs(options, path, args, error))

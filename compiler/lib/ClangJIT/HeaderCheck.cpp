@@ -317,7 +317,9 @@ void HeaderChecker::checkHeader(llvm::StringRef header,
   clang::tooling::FixedCompilationDatabase db(
       llvm::sys::path::parent_path(mainPath), args);
   clang::tooling::ClangTool tool(db, {std::string(mainPath)});
-  tool.mapVirtualFile(mainPath, ("#include \"" + header + "\"\n").str());
+  // ClangTool keeps a reference to the contents, not a copy.
+  std::string contents = ("#include \"" + header + "\"\n").str();
+  tool.mapVirtualFile(mainPath, contents);
   ErrorKeeper keeper;
   tool.setDiagnosticConsumer(&keeper);
   std::vector<std::unique_ptr<clang::ASTUnit>> units;

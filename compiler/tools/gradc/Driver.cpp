@@ -11,6 +11,7 @@
 #include "gradc/Transforms/Passes.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
 
 using namespace gradc;

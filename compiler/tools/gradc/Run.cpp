@@ -323,6 +323,26 @@ bool CallRunner::run(llvm::StringRef callText) {
 
 } // namespace
 
+/// `gradc run` may call an extern function directly, to try the user's
+/// kernel on each backend: each extern gets a function of its own name
+/// (its C symbol in generated code has the module prefix) that calls it.
+static void addExternWrappers(ir::Module &module) {
+  for (const ir::ExternDecl &e : module.externs) {
+    if (module.lookup(e.name))
+      continue;
+    ir::Function *fn = module.addFunction(e.name);
+    fn->setLoc(e.loc);
+    std::vector<ir::Value *> params;
+    for (size_t i = 0; i < e.paramTypes.size(); ++i)
+      params.push_back(fn->addParam(e.paramTypes[i], e.paramNames[i]));
+    AttrList attrs;
+    attrs.set("callee", e.name);
+    ir::Op *op = fn->createOp(OpKind::ExternCall, params, e.resultTypes,
+                              std::move(attrs), e.loc);
+    fn->setReturns(op->getResults());
+  }
+}
+
 int driver::runCommand(Compilation &c, llvm::StringRef path,
                        llvm::ArrayRef<std::string> callTexts,
                        llvm::StringRef backendName, llvm::StringRef pipeline) {
@@ -335,6 +355,7 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
+  addExternWrappers(*c.ir);
   // Several calls share one compilation (and the backend's compiled code):
   // each one's results follow a line "# CALL", and a failed call does not
   // stop the next ones.

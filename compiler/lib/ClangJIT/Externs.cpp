@@ -196,9 +196,8 @@ bool clangjit::loadExterns(const ir::Module &module,
     if (!addModule((*buffer)->getBuffer(), source))
       return false;
   }
-  llvm::SmallString<256> trampolinePath(options.baseDir.empty()
-                                            ? "."
-                                            : options.baseDir);
+  llvm::SmallString<256> trampolinePath(
+      options.baseDir.empty() ? "." : options.baseDir);
   llvm::sys::path::append(trampolinePath, "gradc-extern-trampolines.cpp");
   if (!addModule(trampolines, trampolinePath))
     return false;

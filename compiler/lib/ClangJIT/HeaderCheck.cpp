@@ -161,22 +161,20 @@ std::vector<ExpectedParam> expectedParams(const ast::FnDecl &fn) {
       if (d.isNamed() && !llvm::is_contained(sizes, d.getName().str()))
         sizes.push_back(d.getName().str());
   for (const std::string &s : sizes)
-    params.push_back({ExpectedParam::Size, s, DType::F32, true,
-                      "size '" + s + "'"});
+    params.push_back(
+        {ExpectedParam::Size, s, DType::F32, true, "size '" + s + "'"});
   for (size_t i = 0; i < fn.paramTypes.size() && i < fn.params.size(); ++i) {
     const std::string &name = fn.params[i].name.name;
     params.push_back({ExpectedParam::Input, name, fn.paramTypes[i].dtype,
                       fn.paramTypes[i].isScalar(),
-                      "input '" + name + "' (" + fn.paramTypes[i].str() +
-                          ")"});
+                      "input '" + name + "' (" + fn.paramTypes[i].str() + ")"});
   }
   size_t n = fn.resultTypes.size();
   for (size_t i = 0; i < n; ++i) {
     std::string name = n == 1 ? "out" : "out" + std::to_string(i);
-    params.push_back({ExpectedParam::Output, name, fn.resultTypes[i].dtype,
-                      false,
-                      "result " + std::to_string(i) + " (" +
-                          fn.resultTypes[i].str() + ")"});
+    params.push_back(
+        {ExpectedParam::Output, name, fn.resultTypes[i].dtype, false,
+         "result " + std::to_string(i) + " (" + fn.resultTypes[i].str() + ")"});
   }
   return params;
 }
@@ -347,8 +345,7 @@ void HeaderChecker::checkHeader(llvm::StringRef header,
 void HeaderChecker::reportMissing(ast::FnDecl &fn, clang::ASTUnit &unit) {
   clang::ASTContext &ctx = unit.getASTContext();
   auto candidates = am::match(
-      am::functionDecl(am::unless(am::isExpansionInSystemHeader()))
-          .bind("f"),
+      am::functionDecl(am::unless(am::isExpansionInSystemHeader())).bind("f"),
       ctx);
   std::vector<std::string> names;
   std::vector<const clang::FunctionDecl *> decls;
@@ -379,16 +376,15 @@ void HeaderChecker::reportMissing(ast::FnDecl &fn, clang::ASTUnit &unit) {
   if (best) {
     const clang::SourceManager &sm = unit.getSourceManager();
     diags.report(toLoc(sm, best->getLocation()), diag::note_extern_candidate)
-        << best->getNameAsString()
-        << printed(best->getType(), ctx);
+        << best->getNameAsString() << printed(best->getType(), ctx);
   }
 }
 
 void HeaderChecker::checkFunction(ast::FnDecl &fn, clang::ASTUnit &unit) {
   clang::ASTContext &ctx = unit.getASTContext();
   const clang::SourceManager &sm = unit.getSourceManager();
-  auto found = am::match(
-      am::functionDecl(am::hasName(fn.name.name)).bind("f"), ctx);
+  auto found =
+      am::match(am::functionDecl(am::hasName(fn.name.name)).bind("f"), ctx);
   if (found.empty())
     return reportMissing(fn, unit);
   const auto *decl = found.front().getNodeAs<clang::FunctionDecl>("f");
@@ -400,8 +396,8 @@ void HeaderChecker::checkFunction(ast::FnDecl &fn, clang::ASTUnit &unit) {
 
   // 1. C linkage: the LLVM backend and the JIT call the symbol by name.
   if (!decl->isExternC()) {
-    error(fn, diag::err_extern_linkage) << fn.name.name << header
-                                        << fn.name.range;
+    error(fn, diag::err_extern_linkage)
+        << fn.name.name << header << fn.name.range;
     return noteDecl();
   }
   // 2. The result: an int status, or nothing.
@@ -478,8 +474,8 @@ void HeaderChecker::checkParams(ast::FnDecl &fn,
   bool allFit = true;
   for (size_t i = 0; i < expected.size(); ++i) {
     bool onlyConst;
-    fits[i] = typeFits(expected[i], decl.getParamDecl(i)->getType(), ctx,
-                       onlyConst);
+    fits[i] =
+        typeFits(expected[i], decl.getParamDecl(i)->getType(), ctx, onlyConst);
     allFit &= fits[i];
   }
   if (allFit)
@@ -502,11 +498,11 @@ void HeaderChecker::checkParams(ast::FnDecl &fn,
       has.push_back(printed(p->getType(), ctx));
     error(fn, diag::err_extern_param_order)
         << fn.name.name << header << llvm::join(has, ", ")
-        << "(" + llvm::join(llvm::map_range(expected,
-                                            [](const ExpectedParam &p) {
-                                              return p.cDecl();
-                                            }),
-                            ", ") +
+        << "(" +
+               llvm::join(llvm::map_range(
+                              expected,
+                              [](const ExpectedParam &p) { return p.cDecl(); }),
+                          ", ") +
                ")"
         << fn.name.range;
     return noteDecl();
@@ -542,8 +538,8 @@ bool clangjit::checkExternHeaders(
     auto *fn = llvm::dyn_cast_or_null<ast::FnDecl>(d.get());
     if (!fn || !fn->isExtern)
       continue;
-    auto it = llvm::find_if(byHeader,
-                            [&](const auto &e) { return e.first == fn->header; });
+    auto it = llvm::find_if(
+        byHeader, [&](const auto &e) { return e.first == fn->header; });
     if (it == byHeader.end())
       byHeader.push_back({fn->header, {fn}});
     else

@@ -103,8 +103,8 @@ Builder::externCall(llvm::StringRef callee, llvm::ArrayRef<Value *> args,
                     llvm::ArrayRef<TensorType> resultTypes) {
   AttrList attrs;
   attrs.set("callee", callee.str());
-  Op *op = createWithTypes(OpKind::ExternCall, args, resultTypes,
-                           std::move(attrs));
+  Op *op =
+      createWithTypes(OpKind::ExternCall, args, resultTypes, std::move(attrs));
   return llvm::SmallVector<Value *, 1>(op->getResults());
 }
 

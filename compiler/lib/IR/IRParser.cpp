@@ -325,7 +325,8 @@ public:
       }
     }
     while (tok.kind != Tok::Eof) {
-      bool ok = isIdent("extern") ? parseExtern(*module) : parseFunction(*module);
+      bool ok =
+          isIdent("extern") ? parseExtern(*module) : parseFunction(*module);
       if (!ok)
         skipToNextFunction();
     }

@@ -29,8 +29,8 @@
 #include "gradc/IR/Printer.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
@@ -1329,12 +1329,12 @@ private:
       if (type.getRank() != t->shape.size())
         return opFail(c, "an operand's rank contradicts '" + name.str() + "'");
       for (auto [d, size] : llvm::zip(type.shape, t->shape)) {
-        int64_t known = d.isKnown() ? d.getSize()
-                                    : bound.try_emplace(d.getName(), size)
-                                          .first->second;
+        int64_t known =
+            d.isKnown() ? d.getSize()
+                        : bound.try_emplace(d.getName(), size).first->second;
         if (known != size)
-          return opFail(c, "an operand's shape contradicts '" + name.str() +
-                               "'");
+          return opFail(c,
+                        "an operand's shape contradicts '" + name.str() + "'");
       }
     }
     std::vector<int64_t> sizes;
@@ -1359,8 +1359,8 @@ private:
     }
     for (std::vector<char> &b : outputs)
       outPtrs.push_back(b.data());
-    int32_t status = code->trampoline(sizes.data(), argPtrs.data(),
-                                      outPtrs.data());
+    int32_t status =
+        code->trampoline(sizes.data(), argPtrs.data(), outPtrs.data());
     if (status != 0)
       return opFail(c, "extern function '" + name.str() + "' returned status " +
                            std::to_string(status));

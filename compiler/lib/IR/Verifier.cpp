@@ -467,8 +467,8 @@ private:
     return false;
   }
 
-  // call, extern_call: the callee exists; each argument fits its parameter once the
-  // callee's size names are bound; the results are the callee's result
+  // call, extern_call: the callee exists; each argument fits its parameter once
+  // the callee's size names are bound; the results are the callee's result
   // types under the same bindings.
   void verifyCall(const Op &op, const std::string &desc) {
     const std::string &calleeName = op.getAttrs().getString("callee");

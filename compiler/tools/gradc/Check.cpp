@@ -331,8 +331,8 @@ void GradientChecker::collectDeviations(
     noteRule(fn.getCustomGrad(), fn.getName(), out);
   for (const auto &op : fn.getOps()) {
     const ir::GradRuleAttr &rule = op->getGradRule();
-    bool isCall = op->getKind() == OpKind::Call ||
-                  op->getKind() == OpKind::ExternCall;
+    bool isCall =
+        op->getKind() == OpKind::Call || op->getKind() == OpKind::ExternCall;
     if (rule.isSet())
       noteRule(rule, isCall ? op->getCallee() : "", out);
     // An extern declared @surrogate without a rule passes no gradient.

@@ -132,17 +132,17 @@ cl::opt<std::string> moduleName(
     cl::desc("Prefix of the C symbols (default: the file's stem)"),
     cl::value_desc("NAME"), cl::init(""), cl::cat(gradcCategory));
 
-cl::list<std::string> includeDirs(
-    "I", cl::Prefix,
-    cl::desc("Search DIR for the headers of extern functions"),
-    cl::value_desc("DIR"), cl::sub(cl::SubCommand::getAll()),
-    cl::cat(gradcCategory));
-
 cl::list<std::string>
-    defines("D", cl::Prefix,
-            cl::desc("Define a macro when headers and extern code are compiled"),
-            cl::value_desc("NAME[=VALUE]"), cl::sub(cl::SubCommand::getAll()),
-            cl::cat(gradcCategory));
+    includeDirs("I", cl::Prefix,
+                cl::desc("Search DIR for the headers of extern functions"),
+                cl::value_desc("DIR"), cl::sub(cl::SubCommand::getAll()),
+                cl::cat(gradcCategory));
+
+cl::list<std::string> defines(
+    "D", cl::Prefix,
+    cl::desc("Define a macro when headers and extern code are compiled"),
+    cl::value_desc("NAME[=VALUE]"), cl::sub(cl::SubCommand::getAll()),
+    cl::cat(gradcCategory));
 
 cl::opt<std::string> compileCommandsDir(
     "p",

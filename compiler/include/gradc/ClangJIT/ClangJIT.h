@@ -63,8 +63,8 @@ compileUserCpp(llvm::StringRef source, llvm::StringRef path,
 /// What compileCpp and compileUserCpp share.
 std::unique_ptr<llvm::Module>
 compileSource(llvm::StringRef source, llvm::StringRef mainPath,
-              llvm::ArrayRef<std::string> extraArgs,
-              llvm::LLVMContext &context, std::string &error, bool userCode);
+              llvm::ArrayRef<std::string> extraArgs, llvm::LLVMContext &context,
+              std::string &error, bool userCode);
 
 /// The C++ that the `cpp` backend compiles for `module`: EmitCpp's
 /// translation unit with module name emit::jitModuleName, followed by one

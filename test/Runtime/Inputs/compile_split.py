@@ -60,9 +60,13 @@ def main():
         for path in files:
             stem = os.path.splitext(os.path.basename(path))[0]
             base = os.path.join(args.out, stem)
+            # The headers of extern functions are found relative to the
+            # .grad file (docs/Extern.md).
+            grad_dir = os.path.dirname(os.path.abspath(path))
             for source in (base + ".cpp", base + "_user.cpp"):
                 run([cxx] + FLAGS + ["-I" + args.runtime, "-I" + args.out,
-                                     "-c", source, "-o", os.devnull])
+                                     "-I" + grad_dir, "-c", source, "-o",
+                                     os.devnull])
         print("ok %d programs' split form compiles with %s" %
               (len(files), os.path.basename(cxx)))
     return 0

@@ -10,7 +10,8 @@ runs what docs/Python.md lists for the path without CMake::
     c++ -std=c++17 -O2 -shared -fPIC -I runtime/include -I <python include> \\
         NAME_python.cpp NAME.o -o NAME<extension suffix>
 
-in a cache directory keyed by the source, the options and the gradc
+in a cache directory ($GRADC_PYTHON_CACHE, or gradc-python-UID in the
+temporary directory) keyed by the source, the options and the gradc
 executable, so that a second load (another process of a distributed run,
 say) only imports. gradc is found in $GRADC, then next to this file in the
 source tree's build/ directory, then on $PATH; the C++ compiler is $CXX or
@@ -91,7 +92,7 @@ def build(grad_file, backend="llvm", module_name=None, options=(),
                  " ".join(options).encode(), sys.version.encode(),
                  str(os.stat(gradc).st_mtime_ns).encode()):
         key.update(part + b"\0")
-    base = build_dir or os.path.join(
+    base = build_dir or os.environ.get("GRADC_PYTHON_CACHE") or os.path.join(
         tempfile.gettempdir(), f"gradc-python-{os.getuid()}")
     out_dir = os.path.join(base, f"{name}-{key.hexdigest()[:16]}")
     target = os.path.join(out_dir, name + sysconfig.get_config_var(

@@ -11,8 +11,8 @@ runs what docs/Python.md lists for the path without CMake::
         NAME_python.cpp NAME.o -o NAME<extension suffix>
 
 in a cache directory ($GRADC_PYTHON_CACHE, or gradc-python-UID in the
-temporary directory) keyed by the source, the options and the gradc
-executable, so that a second load (another process of a distributed run,
+temporary directory) keyed by the source, the options, gradc/Python.h and
+the gradc executable, so that a second load (another process of a distributed run,
 say) only imports. gradc is found in $GRADC, then next to this file in the
 source tree's build/ directory, then on $PATH; the C++ compiler is $CXX or
 c++.
@@ -87,8 +87,11 @@ def build(grad_file, backend="llvm", module_name=None, options=(),
         options.append(f"--module-name={module_name}")
     with open(grad_file, "rb") as f:
         source = f.read()
+    include = _runtime_include()
+    with open(os.path.join(include, "gradc", "Python.h"), "rb") as f:
+        header = f.read()
     key = hashlib.sha256()
-    for part in (source, name.encode(), backend.encode(),
+    for part in (source, header, name.encode(), backend.encode(),
                  " ".join(options).encode(), sys.version.encode(),
                  str(os.stat(gradc).st_mtime_ns).encode()):
         key.update(part + b"\0")
@@ -110,7 +113,7 @@ def build(grad_file, backend="llvm", module_name=None, options=(),
               else "--emit=cpp", "-o", code, *options])
         built = os.path.join(work, os.path.basename(target))
         _run([os.environ.get("CXX", "c++"), "-std=c++17", "-O2", "-shared",
-              "-fPIC", "-I", _runtime_include(), "-I",
+              "-fPIC", "-I", include, "-I",
               sysconfig.get_paths()["include"], wrapper, code, "-o", built])
         os.makedirs(out_dir, exist_ok=True)
         os.replace(built, target)  # atomic: concurrent builders agree

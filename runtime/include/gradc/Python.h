@@ -8,12 +8,12 @@
 //
 // It uses the CPython API and the buffer protocol only: no NumPy headers
 // (results are made by calling numpy.empty) and no libtorch (a CPU tensor
-// is read through `tensor.detach().numpy()`, which shares its memory, and
-// results go back through torch.from_numpy when any argument was a
-// tensor). Inputs are never copied: a tensor that is not C-contiguous, or
-// whose element type, rank or shape differ from the signature, is refused
-// with a TypeError or ValueError that names the argument and the expected
-// type, as gradc's diagnostics would.
+// is read in place through its Python attributes, dtype, shape,
+// is_contiguous() and data_ptr(), and results go back through
+// torch.from_numpy when any argument was a tensor). Inputs are never copied: a
+// tensor that is not C-contiguous, or whose element type, rank or shape differ
+// from the signature, is refused with a TypeError or ValueError that names the
+// argument and the expected type, as gradc's diagnostics would.
 //
 // Generated modules are one translation unit each; everything here is in
 // an unnamed namespace so that two modules loaded together share nothing.
@@ -120,6 +120,14 @@ inline bool dtypeOfFormat(const Py_buffer &view, DType &t) {
   return false;
 }
 
+/// `[3, 4]`.
+inline std::string describeDims(size_t rank, const int64_t *dims) {
+  std::string s = "[";
+  for (size_t d = 0; d < rank; ++d)
+    s += (d ? ", " : "") + std::to_string(dims[d]);
+  return s + "]";
+}
+
 /// How an argument that does not fit is described: `f64[3, 4]`, or the
 /// NumPy name of another element type (`int64[3]`).
 inline std::string describeBuffer(const Py_buffer &view) {
@@ -146,10 +154,8 @@ inline std::string describeBuffer(const Py_buffer &view) {
           s = n.name;
     }
   }
-  s += '[';
-  for (int d = 0; d < view.ndim; ++d)
-    s += (d ? ", " : "") + std::to_string(view.shape[d]);
-  return s + ']';
+  std::vector<int64_t> dims(view.shape, view.shape + view.ndim);
+  return s + describeDims(dims.size(), dims.data());
 }
 
 /// The Python objects that every module shares: numpy.empty, and
@@ -159,6 +165,8 @@ struct Globals {
   PyObject *dtypes[4] = {};
   PyObject *tensorType = nullptr;
   PyObject *fromNumpy = nullptr;
+  /// torch.float32, torch.float64, torch.int32, torch.bool (DType order).
+  PyObject *torchDtypes[4] = {};
 };
 
 inline Globals &globals() {
@@ -196,11 +204,17 @@ inline PyObject *tensorType() {
   }
   g.tensorType = PyObject_GetAttrString(torch, "Tensor");
   g.fromNumpy = PyObject_GetAttrString(torch, "from_numpy");
+  const char *names[] = {"float32", "float64", "int32", "bool"};
+  bool ok = g.tensorType && g.fromNumpy;
+  for (int k = 0; k < 4; ++k)
+    ok = ok && (g.torchDtypes[k] = PyObject_GetAttrString(torch, names[k]));
   Py_DECREF(torch);
-  if (!g.tensorType || !g.fromNumpy) {
+  if (!ok) {
     PyErr_Clear();
     Py_CLEAR(g.tensorType);
     Py_CLEAR(g.fromNumpy);
+    for (PyObject *&d : g.torchDtypes)
+      Py_CLEAR(d);
   }
   return g.tensorType;
 }
@@ -291,7 +305,7 @@ public:
 
   int64_t size(int k) const { return sizes[k]; }
   template <class T> const T *in(int i) const {
-    return static_cast<const T *>(inputs[i].view.buf);
+    return static_cast<const T *>(inputs[i].data);
   }
   template <class T> T scalar(int i) const {
     const Slot &s = inputs[i];
@@ -349,8 +363,9 @@ private:
   struct Slot {
     Py_buffer view{};
     bool hasView = false;
-    /// The object whose buffer `view` is, when it is not the argument
-    /// itself (a tensor's NumPy view), or a result array.
+    /// An input tensor's elements (in `view`, or a torch tensor's).
+    void *data = nullptr;
+    /// A result array.
     PyObject *owner = nullptr;
     double d = 0;
     int32_t i = 0;
@@ -424,85 +439,95 @@ private:
     return false;
   }
 
-  /// A torch tensor's NumPy view (new reference), or null with an
-  /// exception set.
-  PyObject *tensorAsArray(const Tensor &t, PyObject *arg) {
-    PyObject *device = PyObject_GetAttrString(arg, "device");
-    if (!device)
-      return nullptr;
-    PyObject *deviceType = PyObject_GetAttrString(device, "type");
-    const char *dt = deviceType ? PyUnicode_AsUTF8(deviceType) : nullptr;
-    if (!dt) {
-      Py_DECREF(device);
-      Py_XDECREF(deviceType);
-      return nullptr;
-    }
-    if (std::strcmp(dt, "cpu") != 0) {
-      PyObject *text = PyObject_Str(device);
-      const char *where = text ? PyUnicode_AsUTF8(text) : dt;
-      PyErr_Clear();
-      tensorError(PyExc_TypeError, t, std::string("a tensor on ") + where,
-                  ": gradc functions run on the CPU (move it with .cpu())");
-      Py_XDECREF(text);
-      Py_DECREF(device);
-      Py_DECREF(deviceType);
-      return nullptr;
-    }
-    Py_DECREF(device);
-    Py_DECREF(deviceType);
-    PyObject *detached = PyObject_CallMethod(arg, "detach", nullptr);
-    PyObject *array =
-        detached ? PyObject_CallMethod(detached, "numpy", nullptr) : nullptr;
-    Py_XDECREF(detached);
-    if (!array) {
-      // An element type NumPy has not (bfloat16, complex32, ...).
-      PyErr_Clear();
-      PyObject *dtype = PyObject_GetAttrString(arg, "dtype");
-      PyObject *text = dtype ? PyObject_Str(dtype) : nullptr;
-      const char *name = text ? PyUnicode_AsUTF8(text) : nullptr;
-      PyErr_Clear();
-      tensorError(PyExc_TypeError, t,
-                  std::string("a tensor of ") + (name ? name : "another type"),
-                  "");
-      Py_XDECREF(dtype);
-      Py_XDECREF(text);
-    }
-    return array;
-  }
-
-  bool takeTensor(int i, PyObject *arg) {
+  /// A CPU torch tensor read in place: its element type, shape,
+  /// contiguity and data pointer, with no NumPy view (which costs more
+  /// than the call of a small kernel).
+  bool takeTorchTensor(int i, PyObject *arg) {
     const Tensor &t = fn.inputs[i];
     Slot &s = inputs[i];
-    PyObject *source = arg;
-    if (PyObject *tensor = tensorType();
-        tensor && PyObject_TypeCheck(arg, (PyTypeObject *)tensor)) {
-      s.owner = tensorAsArray(t, arg);
-      if (!s.owner)
-        return false;
-      source = s.owner;
-      sawTensor = true;
-    }
-    if (PyObject_GetBuffer(source, &s.view, PyBUF_STRIDES | PyBUF_FORMAT) !=
-        0) {
+    Globals &g = globals();
+    PyObject *isCpu = PyObject_GetAttrString(arg, "is_cpu");
+    if (!isCpu)
+      return false;
+    bool cpu = isCpu == Py_True;
+    Py_DECREF(isCpu);
+    if (!cpu) {
+      PyObject *device = PyObject_GetAttrString(arg, "device");
+      PyObject *text = device ? PyObject_Str(device) : nullptr;
+      const char *where = text ? PyUnicode_AsUTF8(text) : nullptr;
+      std::string got = std::string("a tensor on ") + (where ? where : "?");
       PyErr_Clear();
-      return tensorError(PyExc_TypeError, t,
-                         std::string("'") + Py_TYPE(arg)->tp_name + "'",
-                         " (pass a numpy.ndarray or a CPU torch.Tensor)");
+      Py_XDECREF(device);
+      Py_XDECREF(text);
+      return tensorError(
+          PyExc_TypeError, t, got,
+          ": gradc functions run on the CPU (move it with .cpu())");
     }
-    s.hasView = true;
-    const Py_buffer &v = s.view;
-    DType dtype;
-    if (!dtypeOfFormat(v, dtype) || dtype != t.dtype)
-      return tensorError(PyExc_TypeError, t, describeBuffer(v), "");
-    if (v.ndim != t.rank)
-      return tensorError(PyExc_ValueError, t, describeBuffer(v),
-                         ": rank " + std::to_string(v.ndim) + ", expected " +
+    PyObject *dtype = PyObject_GetAttrString(arg, "dtype");
+    PyObject *shape = dtype ? PyObject_GetAttrString(arg, "shape") : nullptr;
+    if (!shape || !PyTuple_Check(shape)) {
+      Py_XDECREF(dtype);
+      Py_XDECREF(shape);
+      return false;
+    }
+    int known = -1;
+    for (int k = 0; k < 4; ++k)
+      if (dtype == g.torchDtypes[k])
+        known = k;
+    std::vector<int64_t> dims;
+    for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); ++d)
+      dims.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d)));
+    Py_DECREF(shape);
+    std::string got;
+    if (known >= 0) {
+      got = dtypeName(DType(known));
+    } else {
+      PyObject *text = PyObject_Str(dtype);
+      const char *name = text ? PyUnicode_AsUTF8(text) : nullptr;
+      got = name ? name : "a tensor of another type";
+      PyErr_Clear();
+      Py_XDECREF(text);
+    }
+    Py_DECREF(dtype);
+    got += describeDims(dims.size(), dims.data());
+    if (known < 0 || DType(known) != t.dtype)
+      return tensorError(PyExc_TypeError, t, "a tensor of " + got, "");
+    if (!checkShape(i, int(dims.size()), dims.data(), got))
+      return false;
+    PyObject *contiguous = PyObject_CallMethod(arg, "is_contiguous", nullptr);
+    if (!contiguous)
+      return false;
+    bool isContiguous = contiguous == Py_True;
+    Py_DECREF(contiguous);
+    if (!isContiguous)
+      return tensorError(PyExc_ValueError, t, "a non-contiguous " + got,
+                         ": gradc passes arrays without copying (use "
+                         "numpy.ascontiguousarray or Tensor.contiguous)");
+    PyObject *ptr = PyObject_CallMethod(arg, "data_ptr", nullptr);
+    if (!ptr)
+      return false;
+    s.data = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    if (!s.data && PyErr_Occurred())
+      return false;
+    sawTensor = true;
+    return true;
+  }
+
+  /// Rank, known dimensions and size names of an input; `got` describes
+  /// it for the message.
+  bool checkShape(int i, int rank, const int64_t *shape,
+                  const std::string &got) {
+    const Tensor &t = fn.inputs[i];
+    if (rank != t.rank)
+      return tensorError(PyExc_ValueError, t, got,
+                         ": rank " + std::to_string(rank) + ", expected " +
                              std::to_string(t.rank));
     for (int d = 0; d < t.rank; ++d) {
-      int64_t n = v.shape[d];
+      int64_t n = shape[d];
       if (t.dims[d] >= 0) {
         if (n != t.dims[d])
-          return tensorError(PyExc_ValueError, t, describeBuffer(v),
+          return tensorError(PyExc_ValueError, t, got,
                              ": dimension " + std::to_string(d) + " is " +
                                  std::to_string(n) + ", expected " +
                                  std::to_string(t.dims[d]));
@@ -514,12 +539,36 @@ private:
         sizeFrom[k] = i;
       } else if (sizes[k] != n) {
         const char *from = fn.inputs[sizeFrom[k]].name;
-        return tensorError(PyExc_ValueError, t, describeBuffer(v),
+        return tensorError(PyExc_ValueError, t, got,
                            std::string(": size '") + fn.sizeNames[k] + "' is " +
                                std::to_string(sizes[k]) + " from argument '" +
                                from + "'");
       }
     }
+    return true;
+  }
+
+  bool takeTensor(int i, PyObject *arg) {
+    const Tensor &t = fn.inputs[i];
+    Slot &s = inputs[i];
+    if (PyObject *tensor = tensorType();
+        tensor && PyObject_TypeCheck(arg, (PyTypeObject *)tensor))
+      return takeTorchTensor(i, arg);
+    if (PyObject_GetBuffer(arg, &s.view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
+      PyErr_Clear();
+      return tensorError(PyExc_TypeError, t,
+                         std::string("'") + Py_TYPE(arg)->tp_name + "'",
+                         " (pass a numpy.ndarray or a CPU torch.Tensor)");
+    }
+    s.hasView = true;
+    s.data = s.view.buf;
+    const Py_buffer &v = s.view;
+    DType dtype;
+    if (!dtypeOfFormat(v, dtype) || dtype != t.dtype)
+      return tensorError(PyExc_TypeError, t, describeBuffer(v), "");
+    std::vector<int64_t> shape(v.shape, v.shape + v.ndim);
+    if (!checkShape(i, v.ndim, shape.data(), describeBuffer(v)))
+      return false;
     if (!PyBuffer_IsContiguous(&v, 'C'))
       return tensorError(PyExc_ValueError, t,
                          "a non-contiguous " + describeBuffer(v),

@@ -8,6 +8,7 @@ The modules are cached under $GRADC_BUILD_DIR/test/Python (build/ by
 default), keyed by their source, the gradc executable and gradc/Python.h.
 """
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -73,3 +74,27 @@ def gradc_run(path, call):
 @pytest.fixture(scope="session")
 def calls():
     return load(INPUTS / "calls.grad")
+
+
+# Every module the tests load, built up front on every core (a cold cache,
+# after gradc changed, costs a compile per module).
+PREBUILT = [(INPUTS / "calls.grad", "llvm", True),
+            (INPUTS / "calls.grad", "cpp", True),
+            (INPUTS / "calls.grad", "llvm", False)]
+PREBUILT += [(EXAMPLES / f"{n}.grad", "llvm", True) for n in (
+    "stack_override", "identity_overrides", "custom_clip",
+    "gradient_reversal", "dann", "split_layer")]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prebuild():
+    jobs = PREBUILT + [(f64_variant(n), "llvm", True) for n in (
+        "spiral_mlp", "mlp", "split_layer", "stable_logsumexp", "dann",
+        "identity_overrides", "stack_override")]
+    jobs.append((f64_variant("split_layer"), "llvm", False))
+    jobs.append((EXAMPLES / "spiral_mlp.grad", "llvm", True))
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        for f in [pool.submit(gradc_build.build, str(path), backend,
+                              build_dir=CACHE, split=split)
+                  for path, backend, split in jobs]:
+            f.result()

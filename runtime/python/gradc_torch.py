@@ -177,7 +177,7 @@ def wrap(module):
 class Layer(torch.nn.Module):
     """An nn.Module around a gradc function: each keyword argument is a
     parameter of the function that becomes an nn.Parameter (a float tensor)
-    or a fixed buffer (anything else); forward takes the remaining
+    or is passed as given (anything else); forward takes the remaining
     parameters, in order or by name."""
 
     def __init__(self, fn, **params):

@@ -2,6 +2,7 @@
 tensors in and out, and every kind of bad call raising a clear exception
 (docs/Python.md, "Arguments")."""
 
+import json
 import threading
 import time
 
@@ -164,3 +165,24 @@ def test_both_backends_agree():
     w = np.arange(16, dtype=np.float32).reshape(4, 4) / 10
     np.testing.assert_allclose(cpp.k4_grad(x, w)[1], llvm.k4_grad(x, w)[1],
                                rtol=1e-5)
+
+
+WEIRD = [None, "x", b"x", 1.5, -1, 2 ** 70, [], {}, object(), np.float16(1),
+         np.ones((2, 2, 2)), np.ones(3, np.float16), np.ones(0, np.float32),
+         np.array(3.0), torch.ones(3), torch.ones(2, 2).t(),
+         torch.ones(3, dtype=torch.complex64), torch.ones(3, device="meta")]
+
+
+# Any value for any parameter: an exception, never a crash.
+@pytest.mark.parametrize("name", ["k4", "k4_grad", "k4_fwd", "k4_bwd", "loss",
+                                  "loss_grad", "idiv", "pick"])
+def test_garbage_never_crashes(calls, name):
+    fn = getattr(calls, name)
+    arity = len(json.loads(calls.__gradc__)["functions"][name]["params"])
+    for value in WEIRD:
+        for args in ([value] * arity, [value], [value] * (arity + 3)):
+            try:
+                fn(*args)
+            except (TypeError, ValueError, OverflowError, IndexError,
+                    ZeroDivisionError):
+                pass

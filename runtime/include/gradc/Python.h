@@ -167,6 +167,9 @@ struct Globals {
   PyObject *fromNumpy = nullptr;
   /// torch.float32, torch.float64, torch.int32, torch.bool (DType order).
   PyObject *torchDtypes[4] = {};
+  /// The attribute names read from a tensor, interned once.
+  PyObject *isCpu = nullptr, *dtype = nullptr, *shape = nullptr,
+           *isContiguous = nullptr, *dataPtr = nullptr;
 };
 
 inline Globals &globals() {
@@ -181,12 +184,18 @@ inline bool initialize() {
   if (!numpy)
     return false;
   g.numpyEmpty = PyObject_GetAttrString(numpy, "empty");
+  g.isCpu = PyUnicode_InternFromString("is_cpu");
+  g.dtype = PyUnicode_InternFromString("dtype");
+  g.shape = PyUnicode_InternFromString("shape");
+  g.isContiguous = PyUnicode_InternFromString("is_contiguous");
+  g.dataPtr = PyUnicode_InternFromString("data_ptr");
   for (DType t : {DType::F32, DType::F64, DType::I32, DType::Bool})
     g.dtypes[int(t)] = PyObject_GetAttrString(
         numpy, t == DType::Bool ? "bool_" : numpyName(t));
   Py_DECREF(numpy);
   return g.numpyEmpty && g.dtypes[0] && g.dtypes[1] && g.dtypes[2] &&
-         g.dtypes[3];
+         g.dtypes[3] && g.isCpu && g.dtype && g.shape && g.isContiguous &&
+         g.dataPtr;
 }
 
 /// torch.Tensor if torch has been imported (no argument can be a tensor
@@ -446,7 +455,7 @@ private:
     const Tensor &t = fn.inputs[i];
     Slot &s = inputs[i];
     Globals &g = globals();
-    PyObject *isCpu = PyObject_GetAttrString(arg, "is_cpu");
+    PyObject *isCpu = PyObject_GetAttr(arg, g.isCpu);
     if (!isCpu)
       return false;
     bool cpu = isCpu == Py_True;
@@ -463,8 +472,8 @@ private:
           PyExc_TypeError, t, got,
           ": gradc functions run on the CPU (move it with .cpu())");
     }
-    PyObject *dtype = PyObject_GetAttrString(arg, "dtype");
-    PyObject *shape = dtype ? PyObject_GetAttrString(arg, "shape") : nullptr;
+    PyObject *dtype = PyObject_GetAttr(arg, g.dtype);
+    PyObject *shape = dtype ? PyObject_GetAttr(arg, g.shape) : nullptr;
     if (!shape || !PyTuple_Check(shape)) {
       Py_XDECREF(dtype);
       Py_XDECREF(shape);
@@ -494,7 +503,7 @@ private:
       return tensorError(PyExc_TypeError, t, "a tensor of " + got, "");
     if (!checkShape(i, int(dims.size()), dims.data(), got))
       return false;
-    PyObject *contiguous = PyObject_CallMethod(arg, "is_contiguous", nullptr);
+    PyObject *contiguous = PyObject_CallMethodNoArgs(arg, g.isContiguous);
     if (!contiguous)
       return false;
     bool isContiguous = contiguous == Py_True;
@@ -503,7 +512,7 @@ private:
       return tensorError(PyExc_ValueError, t, "a non-contiguous " + got,
                          ": gradc passes arrays without copying (use "
                          "numpy.ascontiguousarray or Tensor.contiguous)");
-    PyObject *ptr = PyObject_CallMethod(arg, "data_ptr", nullptr);
+    PyObject *ptr = PyObject_CallMethodNoArgs(arg, g.dataPtr);
     if (!ptr)
       return false;
     s.data = PyLong_AsVoidPtr(ptr);

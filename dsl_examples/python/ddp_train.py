@@ -21,6 +21,7 @@ MASTER_ADDR every machine reaches (docs/Python.md, "Distributed training").
 """
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -88,7 +89,10 @@ def worker(rank, world, port, args, out_path):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A process that cannot reach the others fails within a minute instead
+    # of waiting for gloo's default of half an hour.
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
     module = gradc_build.load(GRAD_FILE)  # built by the parent: imports only
     model = DistributedDataParallel(Classifier(module, args.hidden, seed=3))
     xs, ys = data(args.steps, world * args.batch)

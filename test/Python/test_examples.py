@@ -11,9 +11,11 @@ import sys
 from conftest import CACHE, EXAMPLES, example
 
 SCRIPTS = EXAMPLES / "python"
+# A guard against a hang, not a budget: on a loaded machine starting torch
+# in three processes alone can take a minute.
 
 
-def run(script, *args, timeout=120):
+def run(script, *args, timeout=300):
     env = dict(os.environ, GRADC_PYTHON_CACHE=CACHE)
     proc = subprocess.run([sys.executable, str(SCRIPTS / script), *args],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

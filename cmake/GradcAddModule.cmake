@@ -151,3 +151,75 @@ function(gradc_add_module target grad_file)
     target_compile_features(${target} PUBLIC cxx_std_17)
   endif()
 endfunction()
+
+# gradc_add_python_module(<name> <file.grad>
+#                         [BACKEND cpp|llvm] [OPTIONS <flags>...])
+#
+# Builds <name>, a Python extension module (`import <name>`) with every
+# function of <file.grad>, its NAME_grad and the split NAME_fwd/NAME_bwd
+# (docs/Python.md): `gradc --emit=python` writes the module's C++ source,
+# which is compiled against the Python headers and gradc/Python.h and linked
+# with the module's code from BACKEND (as gradc_add_module, built
+# position-independent, into the static library <name>_gradc). The C
+# symbols are prefixed <name>. gradc_torch.py and gradc_build.py are copied
+# next to the module, so that `import gradc_torch` works from its
+# directory.
+#
+# It needs Python 3's development files and NumPy at run time (Debian:
+# python3-dev, python3-numpy); it calls find_package(Python3) unless the
+# project did. Set Python3_EXECUTABLE to choose the interpreter.
+
+function(gradc_add_python_module target grad_file)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "BACKEND" "OPTIONS")
+  if(ARG_UNPARSED_ARGUMENTS)
+    list(JOIN ARG_UNPARSED_ARGUMENTS " " unparsed)
+    message(FATAL_ERROR "gradc_add_python_module: unknown argument(s) "
+      "'${unparsed}'; expected BACKEND or OPTIONS")
+  endif()
+  if(NOT ARG_BACKEND)
+    set(ARG_BACKEND cpp)
+  endif()
+  if(NOT ARG_BACKEND MATCHES "^(cpp|llvm)$")
+    message(FATAL_ERROR "gradc_add_python_module: BACKEND must be cpp or "
+      "llvm, not '${ARG_BACKEND}'")
+  endif()
+  if(NOT target MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "gradc_add_python_module: '${target}' is not a "
+      "Python module name")
+  endif()
+  if(NOT COMMAND Python3_add_library)
+    find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+  endif()
+
+  gradc_add_module(${target}_gradc "${grad_file}" BACKEND ${ARG_BACKEND}
+    MODULE_NAME ${target} SPLIT_GRAD OPTIONS ${ARG_OPTIONS})
+  set_target_properties(${target}_gradc PROPERTIES
+    POSITION_INDEPENDENT_CODE ON)
+
+  get_filename_component(grad_path "${grad_file}" ABSOLUTE)
+  set(out_dir "${CMAKE_CURRENT_BINARY_DIR}/gradc/${target}")
+  set(wrapper "${out_dir}/${target}_python.cpp")
+  if(TARGET "${GRADC_EXECUTABLE}")
+    set(gradc_cmd "$<TARGET_FILE:${GRADC_EXECUTABLE}>")
+  else()
+    set(gradc_cmd "${GRADC_EXECUTABLE}")
+  endif()
+  add_custom_command(
+    OUTPUT "${wrapper}"
+    COMMAND "${CMAKE_COMMAND}" -E make_directory "${out_dir}"
+    COMMAND ${gradc_cmd} "${grad_path}" --emit=python -o "${wrapper}"
+            --split-grad --module-name=${target} ${ARG_OPTIONS}
+    DEPENDS "${grad_path}" "${GRADC_EXECUTABLE}"
+    COMMENT "gradc: generating the Python module ${target}"
+    VERBATIM)
+  Python3_add_library(${target} MODULE WITH_SOABI "${wrapper}")
+  target_link_libraries(${target} PRIVATE ${target}_gradc)
+  if(GRADC_PYTHON_DIR)
+    add_custom_command(TARGET ${target} POST_BUILD
+      COMMAND "${CMAKE_COMMAND}" -E copy_if_different
+              "${GRADC_PYTHON_DIR}/gradc_torch.py"
+              "${GRADC_PYTHON_DIR}/gradc_build.py"
+              "$<TARGET_FILE_DIR:${target}>"
+      VERBATIM)
+  endif()
+endfunction()

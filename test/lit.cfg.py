@@ -26,6 +26,32 @@ config.substitutions.append(("%examples_bin", os.path.join(config.gradc_obj_root
 config.substitutions.append(("%examples", os.path.join(config.gradc_src_root, "dsl_examples")))
 config.substitutions.append(("%python", "python3"))
 
+# A Python 3 with NumPy for the Python modules' tests (test/Package), and
+# one with NumPy and PyTorch for the doc blocks that run Python
+# (docs/Python.md): the first of $GRADC_PYTHON, python3 and /usr/bin/python3
+# that imports them.
+import subprocess
+
+
+def find_python(modules):
+    for python in [os.environ.get("GRADC_PYTHON"), "python3",
+                   "/usr/bin/python3"]:
+        if python and shutil.which(python) and subprocess.call(
+                [python, "-c", "import " + modules],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+            return shutil.which(python)
+    return None
+
+
+python_numpy = find_python("numpy")
+if python_numpy:
+    config.available_features.add("python-numpy")
+    # Before %python, of which it is a longer form.
+    config.substitutions.insert(0, ("%python_numpy", python_numpy))
+python_torch = find_python("numpy, torch")
+if python_torch:
+    config.environment["GRADC_DOCS_PYTHON"] = python_torch
+
 # test/Package builds a project against the installed package with CMake
 # and Ninja; test/Examples runs the host programs of dsl_examples/.
 config.substitutions.append(("%cmake", config.cmake_command))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's second command: build, then run every suite (unit tests and
-# lit), and end with one line "N passed, N failed" over all of them.
+# The README's second command: build, then run every suite (unit tests, lit
+# and the Python tests), and end with one line "N passed, N failed" over all
+# of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 utils/deps.sh || exit 1
@@ -37,6 +38,45 @@ lit_fail=$(( $(count Failed) + $(count Unresolved) + $(count "Unexpectedly Passe
 passed=$((passed + lit_pass + lit_xfail))
 failed=$((failed + lit_fail))
 if [ "$lit_rc" != 0 ] && [ "$lit_fail" = 0 ]; then failed=$((failed + 1)); fi
+
+echo "== python tests"
+# test/Python needs an interpreter with NumPy, PyTorch and pytest: Debian's
+# (utils/deps.sh), unless $GRADC_PYTHON names another.
+py=""
+for cand in ${GRADC_PYTHON:-} python3 /usr/bin/python3; do
+  if "$cand" -c 'import numpy, torch, pytest' >/dev/null 2>&1; then
+    py=$cand
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  echo "no python3 that imports numpy, torch and pytest (utils/deps.sh)"
+  failed=$((failed + 1))
+else
+  py_out=$(GRADC_BUILD_DIR="$build" "$py" -m pytest -q -p no:cacheprovider \
+    test/Python 2>&1)
+  py_rc=$?
+  echo "$py_out" | grep -v '^\.*\s*\[ *[0-9]*%\]$' | tail -n 60
+  # pytest's last line: "3 failed, 40 passed, 1 error in 9.1s".
+  summary=$(echo "$py_out" | tail -n 1)
+  pycount() {
+    local n
+    n=$(echo "$summary" | grep -Eo "[0-9]+ $1" | grep -Eo '^[0-9]+' | head -n 1)
+    echo "${n:-0}"
+  }
+  py_pass=$(pycount passed)
+  py_fail=$(( $(pycount failed) + $(pycount 'errors?') ))
+  passed=$((passed + py_pass))
+  failed=$((failed + py_fail))
+  # 5: no tests collected; anything else non-zero without a count (an
+  # internal error, an interrupted run) is one failure too.
+  if [ "$py_rc" = 5 ]; then
+    echo "pytest collected no tests in test/Python"
+    failed=$((failed + 1))
+  elif [ "$py_rc" != 0 ] && [ "$py_fail" = 0 ]; then
+    failed=$((failed + 1))
+  fi
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -55,38 +55,6 @@ std::string joinWrapped(const std::string &head,
   return text;
 }
 
-/// The doc comment of an exported function.
-std::vector<std::string> docLines(const ir::Module &module,
-                                  const ir::Function &fn) {
-  std::vector<std::string> lines;
-  if (const ir::Function *primal = findPrimal(module, fn)) {
-    const ir::Function::GradSpec &spec = *primal->getGradSpec();
-    std::vector<std::string> wrt;
-    for (unsigned i : spec.wrt)
-      if (i < primal->getParams().size())
-        wrt.push_back(primal->getParam(i)->getName().str());
-    std::string of = "'" + primal->getName().str() + "'";
-    switch (fn.getRole()) {
-    case ir::Function::Role::Forward:
-      lines.push_back("The forward half of the split gradient of " + of +
-                      ": its results, then the residuals that " + spec.bwdName +
-                      " takes:");
-      break;
-    case ir::Function::Role::Backward:
-      lines.push_back("The backward half of the split gradient of " + of +
-                      " with respect to " + llvm::join(wrt, ", ") + ": what " +
-                      spec.fwdName +
-                      " took and returned, then one cotangent per result:");
-      break;
-    default:
-      lines.push_back("The gradient of " + of + " with respect to " +
-                      llvm::join(wrt, ", ") + ":");
-    }
-  }
-  lines.push_back(sourceSignature(fn));
-  return lines;
-}
-
 /// Writes `lines` as a doc comment, breaking long lines at spaces.
 void emitComment(llvm::raw_ostream &os, const std::vector<std::string> &lines,
                  unsigned indent) {
@@ -163,7 +131,7 @@ void emitCppWrapper(llvm::raw_ostream &os, const ir::Module &module,
       break;
     }
   }
-  emitComment(os, docLines(module, fn), 0);
+  emitComment(os, describeFunction(module, fn), 0);
   std::string name = functionNames.claim(fn.getName());
   os << joinWrapped("inline int " + name + "(", decls, ") {") << "\n";
   for (const CParam &p : params)
@@ -233,7 +201,7 @@ void emit::emitHeader(const ir::Module &module, const EmitOptions &options,
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
   for (const ir::Function *f : exported) {
     os << "\n";
-    emitComment(os, docLines(module, *f), 0);
+    emitComment(os, describeFunction(module, *f), 0);
     NameScope scope;
     std::vector<std::string> decls;
     for (const CParam &p : getCParams(module, *f, scope))

@@ -376,3 +376,34 @@ std::string emit::sourceSignature(const ir::Function &fn) {
     s += (i ? ", " : "") + rets[i]->getType().str();
   return s + ")";
 }
+
+std::vector<std::string> emit::describeFunction(const ir::Module &module,
+                                                const ir::Function &fn) {
+  std::vector<std::string> lines;
+  if (const ir::Function *primal = findPrimal(module, fn)) {
+    const ir::Function::GradSpec &spec = *primal->getGradSpec();
+    std::vector<std::string> wrt;
+    for (unsigned i : spec.wrt)
+      if (i < primal->getParams().size())
+        wrt.push_back(primal->getParam(i)->getName().str());
+    std::string of = "'" + primal->getName().str() + "'";
+    switch (fn.getRole()) {
+    case ir::Function::Role::Forward:
+      lines.push_back("The forward half of the split gradient of " + of +
+                      ": its results, then the residuals that " + spec.bwdName +
+                      " takes:");
+      break;
+    case ir::Function::Role::Backward:
+      lines.push_back("The backward half of the split gradient of " + of +
+                      " with respect to " + llvm::join(wrt, ", ") + ": what " +
+                      spec.fwdName +
+                      " took and returned, then one cotangent per result:");
+      break;
+    default:
+      lines.push_back("The gradient of " + of + " with respect to " +
+                      llvm::join(wrt, ", ") + ":");
+    }
+  }
+  lines.push_back(sourceSignature(fn));
+  return lines;
+}

@@ -1,6 +1,7 @@
 //===- gradc.cpp - The gradc command line ---------------------------------===//
 //
-//   gradc FILE.grad [--emit=ast|ir|grad-ir|cpp|llvm|obj|header] [-o OUT]
+//   gradc FILE.grad [--emit=ast|ir|grad-ir|cpp|llvm|obj|header|python]
+//                   [-o OUT]
 //   gradc run FILE.grad --call 'EXPR' [--call 'EXPR' ...] [--backend=...]
 //   gradc check FILE.grad
 //
@@ -16,6 +17,7 @@
 #include "gradc/Emit/EmitDot.h"
 #include "gradc/Emit/EmitHeader.h"
 #include "gradc/Emit/EmitLLVM.h"
+#include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/Transforms/Passes.h"
@@ -47,7 +49,18 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("FILE.grad"),
                                cl::Required, cl::sub(cl::SubCommand::getAll()),
                                cl::cat(gradcCategory));
 
-enum class EmitKind { None, AST, IR, GradIR, Dot, Cpp, Header, LLVM, Obj };
+enum class EmitKind {
+  None,
+  AST,
+  IR,
+  GradIR,
+  Dot,
+  Cpp,
+  Header,
+  Python,
+  LLVM,
+  Obj
+};
 
 cl::opt<EmitKind> emitKind(
     "emit", cl::desc("What to print"), cl::init(EmitKind::None),
@@ -59,6 +72,8 @@ cl::opt<EmitKind> emitKind(
                           "forward and backward graphs for Graphviz"),
                clEnumValN(EmitKind::Cpp, "cpp", "C++ source"),
                clEnumValN(EmitKind::Header, "header", "the C ABI header"),
+               clEnumValN(EmitKind::Python, "python",
+                          "a Python extension module (C++ over the C ABI)"),
                clEnumValN(EmitKind::LLVM, "llvm", "LLVM IR"),
                clEnumValN(EmitKind::Obj, "obj", "an object file")),
     cl::cat(gradcCategory));
@@ -281,7 +296,8 @@ int compileCommand(Compilation &c) {
     break;
   }
   case EmitKind::Cpp:
-  case EmitKind::Header: {
+  case EmitKind::Header:
+  case EmitKind::Python: {
     emit::EmitOptions options;
     options.moduleName = moduleName.empty()
                              ? emit::moduleNameFromPath(inputFile)
@@ -292,6 +308,8 @@ int compileCommand(Compilation &c) {
     llvm::raw_string_ostream os(text);
     if (emitKind == EmitKind::Header)
       emit::emitHeader(*c.ir, options, os);
+    else if (emitKind == EmitKind::Python)
+      emit::emitPython(*c.ir, options, os);
     else if (!emit::emitCpp(*c.ir, options, os, *c.diags))
       return c.finish();
     auto out = openOutput(false);

@@ -25,7 +25,8 @@ says how the block is checked. The kinds, as `<!-- KIND: ARGUMENTS -->`:
   file: PATH         the block is an excerpt of the repository file PATH.
   commands           each line (with `\\` continuations) is a shell command
                      that must succeed, run in the scratch directory with
-                     gradc and gradc-opt on the PATH.
+                     gradc and gradc-opt on the PATH (and as `python3`,
+                     $GRADC_DOCS_PYTHON if set).
   synopsis           a usage summary: every option it names (`--emit=ir`,
                      `[-O0]`) must be one the command's `--help` lists,
                      with that value.
@@ -209,6 +210,16 @@ class PageChecker:
         env = dict(os.environ)
         dirs = [os.path.dirname(os.path.abspath(t))
                 for t in self.tools.values()]
+        # Blocks that run Python (docs/Python.md) need NumPy and PyTorch:
+        # $GRADC_DOCS_PYTHON names an interpreter that has them, which
+        # `python3` then is.
+        python = os.environ.get("GRADC_DOCS_PYTHON")
+        if python and self.scratch:
+            bin_dir = os.path.join(self.scratch, ".python-bin")
+            if not os.path.isdir(bin_dir):
+                os.mkdir(bin_dir)
+                os.symlink(python, os.path.join(bin_dir, "python3"))
+            dirs.append(bin_dir)
         env["PATH"] = os.pathsep.join(dirs + [env.get("PATH", "")])
         return env
 

@@ -111,6 +111,13 @@ std::string sourceSignature(const ir::Function &fn);
 const ir::Function *findPrimal(const ir::Module &module,
                                const ir::Function &fn);
 
+/// The lines that document an exported function, for the generated
+/// header's comments and the Python module's docstrings: for a generated
+/// NAME_grad, NAME_fwd or NAME_bwd what it is the gradient of and with
+/// respect to what, then the source signature (sourceSignature).
+std::vector<std::string> describeFunction(const ir::Module &module,
+                                          const ir::Function &fn);
+
 /// Whether `fn` is exported (every function except rule instances).
 bool isExported(const ir::Function &fn);
 

@@ -1,5 +1,6 @@
 # gradc_add_module(<target> <file.grad>
 #                  [BACKEND cpp|llvm] [MODULE_NAME <name>] [SPLIT_GRAD]
+#                  [VALUE_AND_GRAD]
 #                  [OPTIONS <flags>...])
 #
 # Generates code for <file.grad> at build time and makes <target>, a static
@@ -18,7 +19,8 @@
 # (`--module-name`); without it gradc derives them from <stem> (docs/ABI.md).
 # SPLIT_GRAD also generates NAME_fwd and NAME_bwd, the split form of each
 # gradient (`--split-grad`, docs/ABI.md), for use inside another autodiff
-# system. OPTIONS are passed to every gradc command of the module (for
+# system. VALUE_AND_GRAD also generates NAME_value_and_grad, the results
+# and the gradient from one forward pass (`--value-and-grad`). OPTIONS are passed to every gradc command of the module (for
 # example -O0 or --passes=...).
 #
 # Works in the gradc tree (GRADC_EXECUTABLE is the `gradc` target) and from
@@ -27,12 +29,13 @@
 # which the C++ layer of every generated header includes.
 
 function(gradc_add_module target grad_file)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "SPLIT_GRAD" "BACKEND;MODULE_NAME"
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "SPLIT_GRAD;VALUE_AND_GRAD"
+    "BACKEND;MODULE_NAME"
     "OPTIONS")
   if(ARG_UNPARSED_ARGUMENTS)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unparsed)
     message(FATAL_ERROR "gradc_add_module: unknown argument(s) '${unparsed}'; "
-      "expected BACKEND, MODULE_NAME, SPLIT_GRAD or OPTIONS")
+      "expected BACKEND, MODULE_NAME, SPLIT_GRAD, VALUE_AND_GRAD or OPTIONS")
   endif()
   if(NOT ARG_BACKEND)
     set(ARG_BACKEND cpp)
@@ -52,6 +55,9 @@ function(gradc_add_module target grad_file)
   set(flags ${ARG_OPTIONS})
   if(ARG_SPLIT_GRAD)
     list(PREPEND flags "--split-grad")
+  endif()
+  if(ARG_VALUE_AND_GRAD)
+    list(PREPEND flags "--value-and-grad")
   endif()
   # Without MODULE_NAME gradc names the module itself, so that the symbols
   # are those that docs/ABI.md promises for the file name.

@@ -78,6 +78,11 @@ std::vector<std::string> docLines(const ir::Module &module,
                       spec.fwdName +
                       " took and returned, then one cotangent per result:");
       break;
+    case ir::Function::Role::ValueAndGrad:
+      lines.push_back("The results of " + of +
+                      ", then its gradient with respect to " +
+                      llvm::join(wrt, ", ") + ", from one forward pass:");
+      break;
     default:
       lines.push_back("The gradient of " + of + " with respect to " +
                       llvm::join(wrt, ", ") + ":");

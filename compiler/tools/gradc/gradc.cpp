@@ -90,6 +90,13 @@ cl::opt<bool> splitGrad(
              "gradient (runs the 'split' pass last)"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
+cl::opt<bool> valueAndGrad(
+    "value-and-grad",
+    cl::desc("Also generate NAME_value_and_grad, the results and the "
+             "gradient from one forward pass (runs the 'value-and-grad' pass "
+             "first)"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
                         cl::cat(gradcCategory));
 
@@ -136,6 +143,9 @@ std::string pipeline() {
   std::string list = !passes.empty() ? passes.getValue()
                      : noOpt         ? ""
                                      : getDefaultPipeline().str();
+  // Before the other passes, so that they simplify it like NAME_grad.
+  if (valueAndGrad)
+    list = list.empty() ? "value-and-grad" : "value-and-grad," + list;
   if (splitGrad)
     list += list.empty() ? "split" : ",split";
   return list;

@@ -134,6 +134,12 @@ cl::opt<unsigned> checkPoints("points",
                               cl::init(3), cl::sub(checkCmd),
                               cl::cat(gradcCategory));
 
+cl::opt<bool> useBlas(
+    "blas",
+    cl::desc("With --emit=llvm|obj: call cblas_sgemm/cblas_dgemm for large "
+             "matrix products (link a CBLAS such as OpenBLAS)"),
+    cl::cat(gradcCategory));
+
 cl::opt<std::string> moduleName(
     "module-name",
     cl::desc("Prefix of the C symbols (default: the file's stem)"),
@@ -175,6 +181,7 @@ int emitLLVM(Compilation &c, bool object) {
   options.triple = targetTriple;
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
+  options.blas = useBlas;
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm =
       emit::createTargetMachine(options, error);

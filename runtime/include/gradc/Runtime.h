@@ -633,9 +633,12 @@ GRADC_ALWAYS_INLINE void matmul(const T *a, Transpose ta, const T *b,
 /// through cblas_sgemm than inline), so the inline kernel runs instead.
 constexpr int64_t blasMinWork = 32 * 32 * 32;
 
-inline void matmul(const float *a, Transpose ta, const float *b, Transpose tb,
-                   float *c, int64_t m, int64_t n, int64_t k,
-                   bool accumulate = false) {
+// Always inlined, like the portable entry point: with the sizes known at
+// the call (K4's 4x4), the size test folds and the inline kernel is
+// specialised to them; a call through here would cost 5x the product.
+GRADC_ALWAYS_INLINE void matmul(const float *a, Transpose ta, const float *b,
+                                Transpose tb, float *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
   if (m * n * k < blasMinWork) {
     matmul<float>(a, ta, b, tb, c, m, n, k, accumulate);
     return;
@@ -646,9 +649,10 @@ inline void matmul(const float *a, Transpose ta, const float *b, Transpose tb,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n),
               accumulate ? 1.0f : 0.0f, c, static_cast<int>(n));
 }
-inline void matmul(const double *a, Transpose ta, const double *b, Transpose tb,
-                   double *c, int64_t m, int64_t n, int64_t k,
-                   bool accumulate = false) {
+GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta,
+                                const double *b, Transpose tb, double *c,
+                                int64_t m, int64_t n, int64_t k,
+                                bool accumulate = false) {
   if (m * n * k < blasMinWork) {
     matmul<double>(a, ta, b, tb, c, m, n, k, accumulate);
     return;

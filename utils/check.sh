@@ -38,5 +38,16 @@ passed=$((passed + lit_pass + lit_xfail))
 failed=$((failed + lit_fail))
 if [ "$lit_rc" != 0 ] && [ "$lit_fail" = 0 ]; then failed=$((failed + 1)); fi
 
+echo "== benchmark check (utils/bench.sh --quick: tiny sizes, results only)"
+bench_out=$(utils/bench.sh --quick --no-torch 2>&1)
+bench_rc=$?
+echo "$bench_out" | tail -n 3
+if [ "$bench_rc" = 0 ]; then
+  passed=$((passed + 1))
+else
+  echo "$bench_out" | tail -n 60
+  failed=$((failed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

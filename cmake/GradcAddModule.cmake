@@ -1,5 +1,6 @@
 # gradc_add_module(<target> <file.grad>
 #                  [BACKEND cpp|llvm] [MODULE_NAME <name>] [SPLIT_GRAD]
+#                  [VALUE_AND_GRAD] [NO_BLAS]
 #                  [INCLUDE_DIRECTORIES <dirs>...] [SOURCES <files>...]
 #                  [OPTIONS <flags>...])
 #
@@ -19,7 +20,13 @@
 # (`--module-name`); without it gradc derives them from <stem> (docs/ABI.md).
 # SPLIT_GRAD also generates NAME_fwd and NAME_bwd, the split form of each
 # gradient (`--split-grad`, docs/ABI.md), for use inside another autodiff
-# system. OPTIONS are passed to every gradc command of the module (for
+# system. VALUE_AND_GRAD also generates NAME_value_and_grad, the results
+# and the gradient from one forward pass (`--value-and-grad`). Where CMake
+# finds OpenBLAS (Debian: libopenblas-dev), matrix products above a size
+# call cblas_sgemm/dgemm and the target links OpenBLAS: BACKEND cpp
+# compiles the code with -DGRADC_USE_BLAS (docs/CppBackend.md), BACKEND
+# llvm passes --blas (docs/LLVMBackend.md); NO_BLAS keeps the inline
+# kernels. OPTIONS are passed to every gradc command of the module (for
 # example -O0 or --passes=...).
 #
 # For `extern fn` declarations (docs/Extern.md): INCLUDE_DIRECTORIES are
@@ -34,13 +41,13 @@
 # which the C++ layer of every generated header includes.
 
 function(gradc_add_module target grad_file)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "SPLIT_GRAD" "BACKEND;MODULE_NAME"
-    "OPTIONS;INCLUDE_DIRECTORIES;SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "SPLIT_GRAD;VALUE_AND_GRAD;NO_BLAS"
+    "BACKEND;MODULE_NAME" "OPTIONS;INCLUDE_DIRECTORIES;SOURCES")
   if(ARG_UNPARSED_ARGUMENTS)
     list(JOIN ARG_UNPARSED_ARGUMENTS " " unparsed)
     message(FATAL_ERROR "gradc_add_module: unknown argument(s) '${unparsed}'; "
-      "expected BACKEND, MODULE_NAME, SPLIT_GRAD, INCLUDE_DIRECTORIES, "
-      "SOURCES or OPTIONS")
+      "expected BACKEND, MODULE_NAME, SPLIT_GRAD, VALUE_AND_GRAD, NO_BLAS, "
+      "INCLUDE_DIRECTORIES, SOURCES or OPTIONS")
   endif()
   if(NOT ARG_BACKEND)
     set(ARG_BACKEND cpp)
@@ -60,6 +67,18 @@ function(gradc_add_module target grad_file)
   set(flags ${ARG_OPTIONS})
   if(ARG_SPLIT_GRAD)
     list(PREPEND flags "--split-grad")
+  endif()
+  if(ARG_VALUE_AND_GRAD)
+    list(PREPEND flags "--value-and-grad")
+  endif()
+  # BLAS where CMake finds OpenBLAS, unless NO_BLAS: the C++ backend's code
+  # is compiled with -DGRADC_USE_BLAS (below), the LLVM backend's with
+  # --blas; both link OpenBLAS.
+  if(NOT ARG_NO_BLAS AND ARG_BACKEND STREQUAL "llvm")
+    find_library(GRADC_OPENBLAS_LIBRARY openblas)
+    if(GRADC_OPENBLAS_LIBRARY)
+      list(APPEND flags "--blas")
+    endif()
   endif()
   # Without MODULE_NAME gradc names the module itself, so that the symbols
   # are those that docs/ABI.md promises for the file name.
@@ -122,6 +141,14 @@ function(gradc_add_module target grad_file)
 
   if(ARG_BACKEND STREQUAL "cpp")
     add_library(${target} STATIC "${code}" "${header}" ${extern_sources})
+    if(NOT ARG_NO_BLAS)
+      find_library(GRADC_OPENBLAS_LIBRARY openblas)
+      if(GRADC_OPENBLAS_LIBRARY)
+        # Only the generated .cpp: the header's C++ layer needs no BLAS.
+        target_compile_definitions(${target} PRIVATE GRADC_USE_BLAS)
+        target_link_libraries(${target} PUBLIC ${GRADC_OPENBLAS_LIBRARY})
+      endif()
+    endif()
   else()
     set_source_files_properties("${code}" PROPERTIES
       EXTERNAL_OBJECT TRUE GENERATED TRUE)
@@ -132,6 +159,12 @@ function(gradc_add_module target grad_file)
       set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
     else()
       set_target_properties(${target} PROPERTIES LINKER_LANGUAGE C)
+    endif()
+    if(NOT ARG_NO_BLAS)
+      find_library(GRADC_OPENBLAS_LIBRARY openblas)
+      if(GRADC_OPENBLAS_LIBRARY)
+        target_link_libraries(${target} PUBLIC ${GRADC_OPENBLAS_LIBRARY})
+      endif()
     endif()
     # LLVM's code calls libm (exp, log, tanh, ...) and malloc; a C++ link
     # brings libm anyway, a C program's link does not.

@@ -25,6 +25,10 @@ config.substitutions.append(("%runtime", os.path.join(config.gradc_src_root, "ru
 config.substitutions.append(("%examples_bin", os.path.join(config.gradc_obj_root, "dsl_examples")))
 config.substitutions.append(("%examples", os.path.join(config.gradc_src_root, "dsl_examples")))
 config.substitutions.append(("%python", "python3"))
+# OpenBLAS, where CMake found it: the BLAS paths of both backends.
+if config.openblas_library and not config.openblas_library.endswith("NOTFOUND"):
+    config.available_features.add("openblas")
+    config.substitutions.append(("%openblas", config.openblas_library))
 
 # A Python 3 with NumPy for the Python modules' tests (test/Package), and
 # one with NumPy and PyTorch for the doc blocks that run Python

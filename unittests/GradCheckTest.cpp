@@ -80,7 +80,7 @@ ir::Function *addFunction(ir::Module &module, llvm::StringRef name,
     for (unsigned i = 0; i < params.size(); ++i)
       if (isFloat(params[i].dtype))
         wrt.push_back(i);
-  fn->setGradSpec({name.str() + "_grad", wrt, SourceLoc(), "", ""});
+  fn->setGradSpec({name.str() + "_grad", wrt, SourceLoc(), "", "", ""});
   return fn;
 }
 

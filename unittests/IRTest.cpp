@@ -122,7 +122,7 @@ TEST(Printer, LocationsComeFromTheSourceManager) {
   Module m;
   Function *fn = m.addFunction("f");
   fn->setLoc(start.getAdvanced(3));
-  fn->setGradSpec({"f_grad", {0}, start, "", ""});
+  fn->setGradSpec({"f_grad", {0}, start, "", "", ""});
   Value *x = fn->addParam(f32({}), "x");
   Builder b(*fn);
   b.setLoc(start.getAdvanced(31)); // line 2, column 10

@@ -78,5 +78,16 @@ else
   fi
 fi
 
+echo "== benchmark check (utils/bench.sh --quick: tiny sizes, results only)"
+bench_out=$(utils/bench.sh --quick --no-torch 2>&1)
+bench_rc=$?
+echo "$bench_out" | tail -n 3
+if [ "$bench_rc" = 0 ]; then
+  passed=$((passed + 1))
+else
+  echo "$bench_out" | tail -n 60
+  failed=$((failed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

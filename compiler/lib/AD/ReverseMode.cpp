@@ -26,7 +26,9 @@
 //
 // buildVJP() runs the same steps with an explicit cotangent for every
 // result and the results returned before the gradients: the function that
-// the `split` pass cuts into NAME_fwd and NAME_bwd.
+// the `split` pass cuts into NAME_fwd and NAME_bwd. buildValueAndGrad()
+// takes the parameters of NAME_grad and returns the results before the
+// gradients: NAME_value_and_grad.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +90,7 @@ public:
   /// How a gradient function is shaped. NAME_grad: implicit seed 1 for a
   /// scalar result and only the gradients returned. The VJP: a cotangent
   /// parameter for every result, and the results returned first.
+  /// NAME_value_and_grad: NAME_grad's parameters, the results first.
   struct Form {
     bool alwaysCotangents = false;
     bool returnResults = false;
@@ -595,6 +598,18 @@ bool ad::buildVJP(const ir::Module &module, const ir::Function &fn,
   vjp.setRole(Function::Role::Grad);
   vjp.setLoc(fn.getGradSpec()->loc);
   return d.buildGradient(fn, vjp, form);
+}
+
+bool ad::buildValueAndGrad(ir::Module &module, const ir::Function &fn,
+                           ir::Function &out, DiagnosticEngine &diags) {
+  assert(fn.getGradSpec() && "only a function marked @grad has a gradient");
+  GradRegistry registry = GradRegistry::createBuiltin();
+  Differentiator d(module, diags, registry);
+  Differentiator::Form form;
+  form.returnResults = true;
+  out.setRole(Function::Role::ValueAndGrad);
+  out.setLoc(fn.getGradSpec()->loc);
+  return d.buildGradient(fn, out, form);
 }
 
 bool ad::differentiate(ir::Module &module, DiagnosticEngine &diags) {

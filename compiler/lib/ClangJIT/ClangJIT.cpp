@@ -90,6 +90,9 @@ const char *const compilerFlags[] = {
     "-O2",             // Clang's optimisation pipeline, as documented there
     "-fno-exceptions", // nothing generated or in Runtime.h throws
     "-w",              // the code is checked with -Werror elsewhere
+    // One call per process: a per-thread cache of temporaries would only
+    // hold memory, and the JIT need not support thread_local.
+    "-DGRADC_NO_SCRATCH_CACHE",
 };
 
 llvm::StringRef embeddedRuntime() {

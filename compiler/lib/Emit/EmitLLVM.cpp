@@ -143,6 +143,10 @@ public:
   llvm::FunctionCallee getFree();
   /// A libm function of one argument (`tanhf`, `log1p`).
   llvm::FunctionCallee getLibm(llvm::StringRef name, llvm::Type *type);
+  /// cblas_sgemm (f32) or cblas_dgemm (f64), row-major, LP64 (`int`
+  /// sizes), as OpenBLAS declares them.
+  llvm::FunctionCallee getGemm(DType t);
+  const LLVMOptions &getOptions() const { return options; }
 
 private:
   void declareFunction(const ir::Function &fn);
@@ -267,6 +271,10 @@ private:
       llvm::function_ref<llvm::Value *(llvm::ArrayRef<llvm::Value *>)> load);
   void lowerSoftmax(const ir::Op &op);
   void lowerMatMul(const ir::Op &op);
+  llvm::BasicBlock *branchToBlas(const ir::Op &op, llvm::Value *aMem,
+                                 llvm::Value *bMem, llvm::Value *out,
+                                 llvm::Value *m, llvm::Value *n,
+                                 llvm::Value *k);
   void lowerTranspose(const ir::Op &op);
   void lowerReshape(const ir::Op &op);
   void lowerStack(const ir::Op &op);
@@ -1373,6 +1381,9 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
                        broadcastIndex(operand, cBatch, idx));
   };
   bool isF = isFloat(t);
+  // Large enough: CBLAS; the loops below run in the other branch.
+  llvm::BasicBlock *blasDone =
+      batchRank == 0 ? branchToBlas(op, aMem, bMem, out, m, n, k) : nullptr;
   forNest(dims(TensorType(t, cBatch)), [&](llvm::ArrayRef<llvm::Value *> bi) {
     llvm::Value *aOff = mulIdx(batchOffset(aBatch, bi), mk);
     llvm::Value *bOff = mulIdx(batchOffset(bBatch, bi), kn);
@@ -1404,7 +1415,65 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
         });
     });
   });
+  if (blasDone) {
+    b.CreateBr(blasDone);
+    blasDone->insertInto(llfn);
+    b.SetInsertPoint(blasDone);
+  }
   setMemory(result, out);
+}
+
+/// Below this many multiply-adds (m n k) a CBLAS call costs more than the
+/// product (a 4x4 matrix-vector product is several times slower through
+/// cblas_sgemm); the same bound as gradc::blasMinWork of Runtime.h.
+constexpr int64_t blasMinWork = 32 * 32 * 32;
+
+/// With LLVMOptions::blas, for one f32/f64 matrix product (no batch axes;
+/// a vector operand is a 1-row or 1-column matrix, laid out the same):
+/// emits `if (m n k >= blasMinWork && m, n, k fit in int) cblas_?gemm(...)`
+/// and leaves the builder in the else branch, where the caller emits its
+/// loops; returns the block where both meet. Returns null, emitting
+/// nothing, when BLAS is off, the type is not f32/f64, or every size is
+/// known and the product is small (so K4's 4x4 never branches). CBLAS
+/// accumulates in the element type, not in double as the loops do, so its
+/// f32 results may differ from the interpreter's in the last bits.
+llvm::BasicBlock *
+FunctionLowering::branchToBlas(const ir::Op &op, llvm::Value *aMem,
+                               llvm::Value *bMem, llvm::Value *out,
+                               llvm::Value *m, llvm::Value *n, llvm::Value *k) {
+  DType t = op.getResult()->getType().dtype;
+  if (!ml.getOptions().blas || (t != DType::F32 && t != DType::F64))
+    return nullptr;
+  auto *cm = llvm::dyn_cast<llvm::ConstantInt>(m);
+  auto *cn = llvm::dyn_cast<llvm::ConstantInt>(n);
+  auto *ck = llvm::dyn_cast<llvm::ConstantInt>(k);
+  if (cm && cn && ck &&
+      cm->getSExtValue() * cn->getSExtValue() * ck->getSExtValue() <
+          blasMinWork)
+    return nullptr;
+  llvm::Value *work = b.CreateMul(b.CreateMul(m, n), k);
+  llvm::Value *intMax = i64(std::numeric_limits<int32_t>::max());
+  llvm::Value *big = b.CreateICmpSGE(work, i64(blasMinWork));
+  llvm::Value *fits = b.CreateAnd(
+      b.CreateICmpSLE(m, intMax),
+      b.CreateAnd(b.CreateICmpSLE(n, intMax), b.CreateICmpSLE(k, intMax)));
+  auto *blasBlock = llvm::BasicBlock::Create(ctx, "matmul.blas", llfn);
+  auto *loops = llvm::BasicBlock::Create(ctx, "matmul.loops", llfn);
+  auto *done = llvm::BasicBlock::Create(ctx, "matmul.done");
+  b.CreateCondBr(b.CreateAnd(big, fits), blasBlock, loops);
+  b.SetInsertPoint(blasBlock);
+  llvm::Type *i32 = b.getInt32Ty();
+  auto toInt = [&](llvm::Value *v) { return b.CreateTrunc(v, i32); };
+  llvm::Value *one = constantElement(t, 1), *zero = constantElement(t, 0);
+  const int rowMajor = 101, noTrans = 111;
+  // c[m, n] = 1 * a[m, k] b[k, n] + 0 * c, leading dimensions k, n, n.
+  b.CreateCall(ml.getGemm(t),
+               {b.getInt32(rowMajor), b.getInt32(noTrans), b.getInt32(noTrans),
+                toInt(m), toInt(n), toInt(k), one, aMem, toInt(k), bMem,
+                toInt(n), zero, out, toInt(n)});
+  b.CreateBr(done);
+  b.SetInsertPoint(loops);
+  return done;
 }
 
 /// transpose: result[idx] = x[idx permuted back], x read with the strides
@@ -1749,6 +1818,20 @@ llvm::FunctionCallee ModuleLowering::getFree() {
   return llvmModule.getOrInsertFunction(
       "free", llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
                                       {llvm::PointerType::get(ctx, 0)}, false));
+}
+
+llvm::FunctionCallee ModuleLowering::getGemm(DType t) {
+  llvm::Type *i32 = llvm::Type::getInt32Ty(ctx);
+  llvm::Type *ptr = llvm::PointerType::get(ctx, 0);
+  llvm::Type *elt = t == DType::F32 ? llvm::Type::getFloatTy(ctx)
+                                    : llvm::Type::getDoubleTy(ctx);
+  // (order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+  auto *type = llvm::FunctionType::get(
+      llvm::Type::getVoidTy(ctx),
+      {i32, i32, i32, i32, i32, i32, elt, ptr, i32, ptr, i32, elt, ptr, i32},
+      false);
+  return llvmModule.getOrInsertFunction(
+      t == DType::F32 ? "cblas_sgemm" : "cblas_dgemm", type);
 }
 
 llvm::FunctionCallee ModuleLowering::getLibm(llvm::StringRef name,

@@ -174,8 +174,8 @@ std::vector<std::string> resultNames(size_t n) {
 
 /// The outputs of a function: "d_<param>" for a generated gradient and
 /// the backward half of a split one; the results, then the residuals under
-/// the names that NAME_bwd gives them, for the forward half; "out" /
-/// "outK" otherwise.
+/// the names that NAME_bwd gives them, for the forward half; the results,
+/// then "d_<param>", for NAME_value_and_grad; "out" / "outK" otherwise.
 std::vector<std::string> outputNames(const ir::Module &module,
                                      const ir::Function &fn) {
   size_t n = fn.getReturns().size();
@@ -196,9 +196,14 @@ std::vector<std::string> outputNames(const ir::Module &module,
     }
     return names;
   }
-  if (spec.wrt.size() != n)
+  // NAME_value_and_grad: the results as NAME names them, then the
+  // gradients.
+  size_t numResults = fn.getRole() == ir::Function::Role::ValueAndGrad
+                          ? primal->getReturns().size()
+                          : 0;
+  if (spec.wrt.size() + numResults != n)
     return resultNames(n);
-  std::vector<std::string> names;
+  std::vector<std::string> names = resultNames(numResults);
   for (unsigned index : spec.wrt)
     names.push_back(index < primal->getParams().size()
                         ? "d_" + primal->getParam(index)->getName().str()
@@ -278,15 +283,17 @@ const ir::Function *emit::findPrimal(const ir::Module &module,
                                      const ir::Function &fn) {
   using Role = ir::Function::Role;
   Role role = fn.getRole();
-  if (role != Role::Grad && role != Role::Forward && role != Role::Backward)
+  if (role != Role::Grad && role != Role::Forward && role != Role::Backward &&
+      role != Role::ValueAndGrad)
     return nullptr;
   for (const auto &f : module.getFunctions()) {
     const auto &spec = f->getGradSpec();
     if (!spec)
       continue;
-    const std::string &name = role == Role::Grad      ? spec->gradName
-                              : role == Role::Forward ? spec->fwdName
-                                                      : spec->bwdName;
+    const std::string &name = role == Role::Grad       ? spec->gradName
+                              : role == Role::Forward  ? spec->fwdName
+                              : role == Role::Backward ? spec->bwdName
+                                                       : spec->valueAndGradName;
     if (name == fn.getName())
       return f.get();
   }
@@ -398,6 +405,11 @@ std::vector<std::string> emit::describeFunction(const ir::Module &module,
                       " with respect to " + llvm::join(wrt, ", ") + ": what " +
                       spec.fwdName +
                       " took and returned, then one cotangent per result:");
+      break;
+    case ir::Function::Role::ValueAndGrad:
+      lines.push_back("The results of " + of +
+                      ", then its gradient with respect to " +
+                      llvm::join(wrt, ", ") + ", from one forward pass:");
       break;
     default:
       lines.push_back("The gradient of " + of + " with respect to " +

@@ -625,9 +625,11 @@ private:
   }
 
   // fnAttrs ::= 'attributes' '{' fnAttr (',' fnAttr)* '}'
-  // fnAttr  ::= 'role' '=' ('user' | 'grad' | 'fwd' | 'bwd' | 'rule_instance')
+  // fnAttr  ::= 'role' '=' ('user' | 'grad' | 'fwd' | 'bwd'
+  //                        | 'value_and_grad' | 'rule_instance')
   //           | 'grad' '=' '@' name | 'wrt' '=' '[' integers ']'
   //           | 'fwd' '=' '@' name | 'bwd' '=' '@' name
+  //           | 'value_and_grad' '=' '@' name
   //           | 'grad_loc' '=' location | 'custom_grad' '=' ruleAttr
   bool parseFunctionAttrs() {
     advance(); // 'attributes'
@@ -646,14 +648,17 @@ private:
       advance();
       if (!expect(Tok::Equal, ("'=' after '" + llvm::Twine(key) + "'").str()))
         return false;
-      if ((key == "wrt" || key == "fwd" || key == "bwd") && specKey.empty()) {
+      bool specPart = key == "wrt" || key == "fwd" || key == "bwd" ||
+                      key == "value_and_grad";
+      if (specPart && specKey.empty()) {
         specKey = key;
         specKeyLoc = keyLoc;
       }
       if (key == "role") {
         if (!parseRole())
           return false;
-      } else if (key == "grad" || key == "fwd" || key == "bwd") {
+      } else if (key == "grad" || key == "fwd" || key == "bwd" ||
+                 key == "value_and_grad") {
         if (tok.kind != Tok::Symbol)
           return expected(
               ("a function name ('@name') for '" + llvm::Twine(key) + "'")
@@ -663,7 +668,9 @@ private:
           spec.loc = keyLoc;
           hasGrad = true;
         } else {
-          (key == "fwd" ? spec.fwdName : spec.bwdName) = tok.value;
+          (key == "fwd"   ? spec.fwdName
+           : key == "bwd" ? spec.bwdName
+                          : spec.valueAndGradName) = tok.value;
         }
         advance();
       } else if (key == "wrt") {
@@ -704,6 +711,7 @@ private:
         {"grad", Function::Role::Grad},
         {"fwd", Function::Role::Forward},
         {"bwd", Function::Role::Backward},
+        {"value_and_grad", Function::Role::ValueAndGrad},
         {"rule_instance", Function::Role::RuleInstance}};
     for (const auto &[name, role] : roles)
       if (tok.value == name) {

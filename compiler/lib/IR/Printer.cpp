@@ -212,9 +212,11 @@ private:
   }
 
   // fnAttrs ::= 'attributes' '{' fnAttr (',' fnAttr)* '}'
-  // fnAttr  ::= 'role' '=' ('grad' | 'fwd' | 'bwd' | 'rule_instance')
+  // fnAttr  ::= 'role' '=' ('grad' | 'fwd' | 'bwd' | 'value_and_grad'
+  //                        | 'rule_instance')
   //           | 'grad' '=' '@' name | 'wrt' '=' '[' ints ']'
   //           | 'fwd' '=' '@' name | 'bwd' '=' '@' name
+  //           | 'value_and_grad' '=' '@' name
   //           | 'grad_loc' '=' location | 'custom_grad' '=' ruleAttr
   void printFunctionAttrs(const Function &fn) {
     llvm::SmallVector<std::string, 4> attrs;
@@ -229,6 +231,9 @@ private:
       break;
     case Function::Role::Backward:
       attrs.push_back("role = bwd");
+      break;
+    case Function::Role::ValueAndGrad:
+      attrs.push_back("role = value_and_grad");
       break;
     case Function::Role::RuleInstance:
       attrs.push_back("role = rule_instance");
@@ -247,6 +252,10 @@ private:
       if (!spec->bwdName.empty())
         attrs.push_back(
             ("bwd = @" + llvm::Twine(formatIRName(spec->bwdName))).str());
+      if (!spec->valueAndGradName.empty())
+        attrs.push_back(("value_and_grad = @" +
+                         llvm::Twine(formatIRName(spec->valueAndGradName)))
+                            .str());
       std::string loc = locStr(spec->loc);
       if (!loc.empty())
         attrs.push_back(("grad_loc = " + llvm::Twine(loc)).str());

@@ -39,6 +39,9 @@ const PassInfo passes[] = {
      runCanonicalize},
     {"split", "add NAME_fwd and NAME_bwd, the split form of each gradient",
      runSplitGrad},
+    {"value-and-grad",
+     "add NAME_value_and_grad, the results and the gradient in one call",
+     runValueAndGrad},
 };
 
 std::string knownPassNames() {

@@ -18,6 +18,10 @@
 // NAME_grad implies), must return what NAME_grad returns. Both compute the
 // same ops, so the tolerance is tight.
 //
+// With --value-and-grad, NAME_value_and_grad is checked the same way: given
+// what NAME_grad takes, it must return NAME's results, then what NAME_grad
+// returns.
+//
 // The module is compiled once, then promoted from f32 to f64 in place:
 // every op is polymorphic over the floating types, so the promoted module
 // computes the same functions with rounding errors small enough for finite
@@ -165,6 +169,20 @@ private:
   bool printSplit(const ir::Function &fn, const ir::Function::GradSpec &spec,
                   const ir::Function &grad, const SplitReport &report,
                   unsigned usablePoints);
+  /// NAME_value_and_grad against NAME (`value`) and NAME_grad (`grad`).
+  struct ValueAndGradReport {
+    Difference value, grad;
+    std::string error;
+  };
+  void compareValueAndGrad(const ir::Function &fn, llvm::StringRef name,
+                           llvm::ArrayRef<ir::Tensor> args,
+                           llvm::ArrayRef<ir::Tensor> gradArgs,
+                           llvm::ArrayRef<ir::Tensor> grads,
+                           ValueAndGradReport &report);
+  bool printValueAndGrad(const ir::Function &fn, llvm::StringRef name,
+                         const ir::Function &grad,
+                         const ValueAndGradReport &report,
+                         unsigned usablePoints);
 
   bool checkFunction(const ir::Function &fn, const ir::Function &grad,
                      const ir::Function::GradSpec &spec);
@@ -412,6 +430,54 @@ bool GradientChecker::printSplit(const ir::Function &fn,
   return agrees;
 }
 
+void GradientChecker::compareValueAndGrad(const ir::Function &fn,
+                                          llvm::StringRef name,
+                                          llvm::ArrayRef<ir::Tensor> args,
+                                          llvm::ArrayRef<ir::Tensor> gradArgs,
+                                          llvm::ArrayRef<ir::Tensor> grads,
+                                          ValueAndGradReport &report) {
+  if (!report.error.empty())
+    return;
+  std::vector<ir::Tensor> results, both;
+  std::string error;
+  if (!backend.run(module, fn.getName(), args, results, error)) {
+    report.error = fn.getName().str() + ": " + error;
+    return;
+  }
+  if (!backend.run(module, name, gradArgs, both, error)) {
+    report.error = name.str() + ": " + error;
+    return;
+  }
+  size_t numResults = fn.getReturns().size();
+  if (both.size() != numResults + grads.size()) {
+    report.error = name.str() + ": returned " + std::to_string(both.size()) +
+                   " values, expected " +
+                   std::to_string(numResults + grads.size());
+    return;
+  }
+  report.value.add(results, llvm::ArrayRef(both).take_front(numResults));
+  report.grad.add(grads, llvm::ArrayRef(both).drop_front(numResults));
+}
+
+/// One line for NAME_value_and_grad; false when it disagrees.
+bool GradientChecker::printValueAndGrad(const ir::Function &fn,
+                                        llvm::StringRef name,
+                                        const ir::Function &grad,
+                                        const ValueAndGradReport &report,
+                                        unsigned usablePoints) {
+  if (!report.error.empty()) {
+    os << "error     " << report.error << "\n";
+    return false;
+  }
+  bool agrees = report.value.agrees() && report.grad.agrees();
+  os << llvm::left_justify(agrees ? "ok" : "FAIL", 10) << name << "  against "
+     << fn.getName() << " and " << grad.getName() << ": max rel difference "
+     << llvm::format("%.2e", report.value.maxRel) << " (results), "
+     << llvm::format("%.2e", report.grad.maxRel) << " (gradients)  ("
+     << usablePoints << " points)\n";
+  return agrees;
+}
+
 bool GradientChecker::checkFunction(const ir::Function &fn,
                                     const ir::Function &grad,
                                     const ir::Function::GradSpec &spec) {
@@ -426,6 +492,8 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
   std::vector<ParamReport> reports(spec.wrt.size());
   SplitReport split;
   bool hasSplit = !spec.fwdName.empty();
+  ValueAndGradReport valueAndGrad;
+  bool hasValueAndGrad = !spec.valueAndGradName.empty();
   unsigned usablePoints = 0;
   for (unsigned point = 0; point < points; ++point) {
     std::vector<ir::Tensor> args;
@@ -447,6 +515,9 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
     }
     if (hasSplit)
       compareSplit(fn, spec, args, cotangents, grads, split);
+    if (hasValueAndGrad)
+      compareValueAndGrad(fn, spec.valueAndGradName, args, gradArgs, grads,
+                          valueAndGrad);
     for (size_t w = 0; w < spec.wrt.size(); ++w) {
       unsigned param = spec.wrt[w];
       ParamReport &report = reports[w];
@@ -530,6 +601,9 @@ bool GradientChecker::checkFunction(const ir::Function &fn,
   }
   // The split form after the gradient's own verdict and its reasons.
   if (hasSplit && !printSplit(fn, spec, grad, split, usablePoints))
+    passed = false;
+  if (hasValueAndGrad && !printValueAndGrad(fn, spec.valueAndGradName, grad,
+                                            valueAndGrad, usablePoints))
     passed = false;
   return passed;
 }

@@ -167,6 +167,19 @@ void CallRunner::reportUnknownFunction() {
       noteDeclared(*fn);
       return;
     }
+  // NAME_value_and_grad exists only with --value-and-grad.
+  base = name;
+  if (base.consume_back("_value_and_grad"))
+    if (const ir::Function *fn = c.ir->lookup(base); fn && isCallable(*fn)) {
+      if (fn->getGradSpec())
+        diags.report(call.calleeLoc, diag::err_run_value_and_grad_not_generated)
+            << name;
+      else
+        diags.report(call.calleeLoc, diag::err_run_grad_not_generated)
+            << name << base;
+      noteDeclared(*fn);
+      return;
+    }
   // NAME_fwd and NAME_bwd exist only with --split-grad.
   base = name;
   if (base.consume_back("_fwd") || base.consume_back("_bwd"))

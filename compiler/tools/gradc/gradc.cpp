@@ -105,6 +105,13 @@ cl::opt<bool> splitGrad(
              "gradient (runs the 'split' pass last)"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
+cl::opt<bool> valueAndGrad(
+    "value-and-grad",
+    cl::desc("Also generate NAME_value_and_grad, the results and the "
+             "gradient from one forward pass (runs the 'value-and-grad' pass "
+             "first)"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
                         cl::cat(gradcCategory));
 
@@ -142,6 +149,12 @@ cl::opt<unsigned> checkPoints("points",
                               cl::init(3), cl::sub(checkCmd),
                               cl::cat(gradcCategory));
 
+cl::opt<bool> useBlas(
+    "blas",
+    cl::desc("With --emit=llvm|obj: call cblas_sgemm/cblas_dgemm for large "
+             "matrix products (link a CBLAS such as OpenBLAS)"),
+    cl::cat(gradcCategory));
+
 cl::opt<std::string> moduleName(
     "module-name",
     cl::desc("Prefix of the C symbols (default: the file's stem)"),
@@ -177,6 +190,9 @@ std::string pipeline() {
   std::string list = !passes.empty() ? passes.getValue()
                      : noOpt         ? ""
                                      : getDefaultPipeline().str();
+  // Before the other passes, so that they simplify it like NAME_grad.
+  if (valueAndGrad)
+    list = list.empty() ? "value-and-grad" : "value-and-grad," + list;
   if (splitGrad)
     list += list.empty() ? "split" : ",split";
   return list;
@@ -206,6 +222,7 @@ int emitLLVM(Compilation &c, bool object) {
   options.triple = targetTriple;
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
+  options.blas = useBlas;
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm =
       emit::createTargetMachine(options, error);

@@ -7,8 +7,8 @@
 //
 //   - the status codes of the C ABI (docs/ABI.md) and `TensorView`, the
 //     (data, shape) pair through which C++ callers pass tensors;
-//   - `Buffer`, the owner of a temporary, freed when the generated
-//     function returns;
+//   - `Buffer`, the owner of a temporary, returned to a per-thread scratch
+//     cache when the generated function returns;
 //   - scalar helpers with exact semantics (wrapping i32 arithmetic, relu,
 //     sign, clip);
 //   - vectorisable f32 approximations of exp, log, tanh, sigmoid and
@@ -17,10 +17,12 @@
 //     and accurate to the bounds stated above each one (docs/CppBackend.md
 //     has the measurements). f64 calls libm;
 //   - the kernels that are not worth generating inline: a cache-blocked
-//     matmul (or CBLAS with -DGRADC_USE_BLAS), softmax, log_softmax and
-//     logsumexp along one axis, and softmax cross-entropy.
+//     matmul (or, with -DGRADC_USE_BLAS, CBLAS above a size), softmax,
+//     log_softmax and logsumexp along one axis, and softmax cross-entropy.
 //
-// Nothing here has state: every function is re-entrant and thread-safe.
+// The one state is per thread: the scratch cache that keeps the large
+// temporaries of generated functions for the next call on the same thread
+// (detail::ScratchCache). Every function is re-entrant and thread-safe.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,9 +137,113 @@ inline bool bindSize(int64_t &size, int64_t dim) {
 // Temporaries
 //===----------------------------------------------------------------------===//
 
-/// Heap memory for `count` elements, freed by the destructor. A Buffer of
-/// zero elements holds no memory and is valid. Check `operator bool` after
-/// construction: it is false when the allocation failed.
+namespace detail {
+
+/// The blocks of scratch memory that generated functions returned on this
+/// thread, kept for the next call (docs/ABI.md, "Temporaries"). Without it
+/// every call of a gradient with large temporaries maps fresh pages from
+/// the kernel (glibc serves large blocks with mmap) and faults them in:
+/// about a quarter of K2's gradient (docs/Performance.md). Only blocks of
+/// at least `minBytes` are kept (smaller ones are cheap to malloc), at
+/// most `slots` of them and `maxBytes` in all; the thread's exit frees
+/// them. Define GRADC_NO_SCRATCH_CACHE to allocate and free every time.
+class ScratchCache {
+public:
+  static constexpr size_t minBytes = size_t(64) << 10;
+  static constexpr size_t maxBytes = size_t(512) << 20;
+  static constexpr int slots = 16;
+
+  ScratchCache() = default;
+  ScratchCache(const ScratchCache &) = delete;
+  ScratchCache &operator=(const ScratchCache &) = delete;
+  ~ScratchCache() {
+    for (int i = 0; i < count; ++i)
+      std::free(blocks[i].ptr);
+  }
+
+  /// The smallest kept block of at least `bytes` (its size in `capacity`),
+  /// or a new one; null when malloc fails.
+  void *take(size_t bytes, size_t &capacity) {
+    int best = -1;
+    for (int i = 0; i < count; ++i)
+      if (blocks[i].bytes >= bytes &&
+          (best < 0 || blocks[i].bytes < blocks[best].bytes))
+        best = i;
+    if (best < 0) {
+      capacity = bytes;
+      return std::malloc(bytes);
+    }
+    Block b = blocks[best];
+    blocks[best] = blocks[--count];
+    kept -= b.bytes;
+    capacity = b.bytes;
+    return b.ptr;
+  }
+
+  /// Keeps the block for a later `take`, or frees it when it is small or
+  /// there is no room.
+  void give(void *ptr, size_t bytes) {
+    if (bytes < minBytes || count == slots || kept + bytes > maxBytes) {
+      std::free(ptr);
+      return;
+    }
+    blocks[count++] = {ptr, bytes};
+    kept += bytes;
+  }
+
+  /// The bytes kept now (for tests).
+  size_t keptBytes() const { return kept; }
+
+  static ScratchCache &forThisThread() {
+    thread_local ScratchCache cache;
+    return cache;
+  }
+
+private:
+  struct Block {
+    void *ptr;
+    size_t bytes;
+  };
+  Block blocks[slots] = {};
+  int count = 0;
+  size_t kept = 0;
+};
+
+inline void *scratchTake(size_t bytes, size_t &capacity) {
+#ifdef GRADC_NO_SCRATCH_CACHE
+  capacity = bytes;
+  return std::malloc(bytes);
+#else
+  if (bytes < ScratchCache::minBytes) {
+    capacity = bytes;
+    return std::malloc(bytes);
+  }
+  return ScratchCache::forThisThread().take(bytes, capacity);
+#endif
+}
+
+inline void scratchGive(void *ptr, size_t capacity) {
+#ifdef GRADC_NO_SCRATCH_CACHE
+  (void)capacity;
+  std::free(ptr);
+#else
+  if (!ptr)
+    return;
+  if (capacity < ScratchCache::minBytes) {
+    std::free(ptr);
+    return;
+  }
+  ScratchCache::forThisThread().give(ptr, capacity);
+#endif
+}
+
+} // namespace detail
+
+/// Memory for `count` elements, returned by the destructor to this
+/// thread's scratch cache (detail::ScratchCache), which keeps large blocks
+/// for the next call. A Buffer of zero elements holds no memory and is
+/// valid. Check `operator bool` after construction: it is false when the
+/// allocation failed.
 template <typename T> class Buffer {
 public:
   explicit Buffer(int64_t count) {
@@ -151,18 +257,20 @@ public:
       failed = true;
       return;
     }
-    ptr = static_cast<T *>(std::malloc(static_cast<size_t>(count) * sizeof(T)));
+    ptr = static_cast<T *>(
+        detail::scratchTake(static_cast<size_t>(count) * sizeof(T), capacity));
     failed = ptr == nullptr;
   }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
-  ~Buffer() { std::free(ptr); }
+  ~Buffer() { detail::scratchGive(ptr, capacity); }
 
   explicit operator bool() const { return !failed; }
   T *data() const { return ptr; }
 
 private:
   T *ptr = nullptr;
+  size_t capacity = 0;
   bool failed = false;
 };
 
@@ -520,22 +628,35 @@ GRADC_ALWAYS_INLINE void matmul(const T *a, Transpose ta, const T *b,
 #endif
 
 #ifdef GRADC_USE_BLAS
-inline void matmul(const float *a, Transpose ta, const float *b, Transpose tb,
-                   float *c, int64_t m, int64_t n, int64_t k,
-                   bool accumulate = false) {
-  if (m == 0 || n == 0)
+/// Below this many multiply-adds (m n k) a CBLAS call costs more than the
+/// product itself (a 4x4 matrix-vector product takes about 6x longer
+/// through cblas_sgemm than inline), so the inline kernel runs instead.
+constexpr int64_t blasMinWork = 32 * 32 * 32;
+
+// Always inlined, like the portable entry point: with the sizes known at
+// the call (K4's 4x4), the size test folds and the inline kernel is
+// specialised to them; a call through here would cost 5x the product.
+GRADC_ALWAYS_INLINE void matmul(const float *a, Transpose ta, const float *b,
+                                Transpose tb, float *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
+  if (m * n * k < blasMinWork) {
+    matmul<float>(a, ta, b, tb, c, m, n, k, accumulate);
     return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n),
               accumulate ? 1.0f : 0.0f, c, static_cast<int>(n));
 }
-inline void matmul(const double *a, Transpose ta, const double *b, Transpose tb,
-                   double *c, int64_t m, int64_t n, int64_t k,
-                   bool accumulate = false) {
-  if (m == 0 || n == 0)
+GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta,
+                                const double *b, Transpose tb, double *c,
+                                int64_t m, int64_t n, int64_t k,
+                                bool accumulate = false) {
+  if (m * n * k < blasMinWork) {
+    matmul<double>(a, ta, b, tb, c, m, n, k, accumulate);
     return;
+  }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0, a,

@@ -45,6 +45,16 @@ bool differentiate(ir::Module &module, DiagnosticEngine &diags,
 bool buildVJP(const ir::Module &module, const ir::Function &fn,
               ir::Function &vjp, DiagnosticEngine &diags);
 
+/// Builds into `out` (an empty function of `module`) the value and the
+/// gradient of `fn`, which must have a GradSpec, from one forward pass:
+/// it takes what NAME_grad takes (fn's parameters, then one cotangent per
+/// result unless fn returns one floating-point scalar, whose seed is 1) and
+/// returns fn's results followed by what NAME_grad returns. The
+/// `value-and-grad` pass adds it as NAME_value_and_grad
+/// (Transforms/Passes.h). Returns false after reporting an error.
+bool buildValueAndGrad(ir::Module &module, const ir::Function &fn,
+                       ir::Function &out, DiagnosticEngine &diags);
+
 } // namespace gradc::ad
 
 #endif // GRADC_AD_REVERSEMODE_H

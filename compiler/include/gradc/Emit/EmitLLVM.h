@@ -43,6 +43,10 @@ struct LLVMOptions {
   /// Also emit `__gradc_call_<symbol>(sizes, args, outs)` per exported
   /// function, the uniform entry point that the JIT calls.
   bool jitWrappers = false;
+  /// Call CBLAS's cblas_sgemm/cblas_dgemm for an f32/f64 matrix product of
+  /// at least blasMinWork multiply-adds (the program must link a CBLAS,
+  /// such as OpenBLAS); smaller products stay inline (docs/LLVMBackend.md).
+  bool blas = false;
   /// When not empty, lower only these functions and what they call (the
   /// JIT compiles just the function it runs).
   std::vector<std::string> roots;

@@ -179,10 +179,11 @@ public:
 
   /// What the function is: a user function, a generated NAME_grad, the
   /// two halves of a gradient's split form (NAME_fwd returns the results
-  /// and the residuals, NAME_bwd takes them; docs/ABI.md), or the instance
+  /// and the residuals, NAME_bwd takes them; docs/ABI.md), a generated
+  /// NAME_value_and_grad (the results, then the gradients), or the instance
   /// of a rule at one use (internal; inlined after differentiation and
   /// never emitted on its own).
-  enum class Role { User, Grad, Forward, Backward, RuleInstance };
+  enum class Role { User, Grad, Forward, Backward, ValueAndGrad, RuleInstance };
   Role getRole() const { return role; }
   void setRole(Role r) { role = r; }
 
@@ -196,6 +197,8 @@ public:
     /// The split form's functions, once the `split` pass made them
     /// (empty before).
     std::string fwdName, bwdName;
+    /// NAME_value_and_grad, once the `value-and-grad` pass made it.
+    std::string valueAndGradName;
   };
   const std::optional<GradSpec> &getGradSpec() const { return gradSpec; }
   void setGradSpec(GradSpec spec) { gradSpec = std::move(spec); }

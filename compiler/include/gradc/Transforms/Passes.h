@@ -131,6 +131,13 @@ bool runInline(ir::Module &module, DiagnosticEngine &diags);
 /// Records the names in f's GradSpec. Reports a name that is taken.
 bool runSplitGrad(ir::Module &module, DiagnosticEngine &diags);
 
+/// `value-and-grad`: for each function `f` marked @grad that has none
+/// yet, adds `f_value_and_grad` (ad::buildValueAndGrad): it takes what
+/// f_grad takes and returns f's results, then what f_grad returns, from
+/// one forward pass (docs/ABI.md). Records the name in f's GradSpec.
+/// Reports a name that is taken.
+bool runValueAndGrad(ir::Module &module, DiagnosticEngine &diags);
+
 /// `canonicalize`: runs simplify, fold, cse and dce in turn until the
 /// module stops changing (at most 16 rounds). The default pipeline.
 bool runCanonicalize(ir::Module &module, DiagnosticEngine &diags);

@@ -469,7 +469,7 @@ bool GradientChecker::printValueAndGrad(const ir::Function &fn,
     os << "error     " << report.error << "\n";
     return false;
   }
-  bool agrees = report.value.agrees() && report.grad.agrees();
+  bool agrees = report.value.agrees(tol) && report.grad.agrees(tol);
   os << llvm::left_justify(agrees ? "ok" : "FAIL", 10) << name << "  against "
      << fn.getName() << " and " << grad.getName() << ": max rel difference "
      << llvm::format("%.2e", report.value.maxRel) << " (results), "

@@ -30,6 +30,11 @@ import tempfile
 __all__ = ["load", "build", "find_gradc"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Read once, at import: sysconfig fills its tables lazily and without a
+# lock, so a first call from several building threads at once can see
+# them empty (EXT_SUFFIX None).
+_EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+_PYTHON_INCLUDE = sysconfig.get_paths()["include"]
 
 
 def find_gradc():
@@ -98,8 +103,7 @@ def build(grad_file, backend="llvm", module_name=None, options=(),
     base = build_dir or os.environ.get("GRADC_PYTHON_CACHE") or os.path.join(
         tempfile.gettempdir(), f"gradc-python-{os.getuid()}")
     out_dir = os.path.join(base, f"{name}-{key.hexdigest()[:16]}")
-    target = os.path.join(out_dir, name + sysconfig.get_config_var(
-        "EXT_SUFFIX"))
+    target = os.path.join(out_dir, name + _EXT_SUFFIX)
     if os.path.exists(target):
         return target
     os.makedirs(base, exist_ok=True)
@@ -114,7 +118,7 @@ def build(grad_file, backend="llvm", module_name=None, options=(),
         built = os.path.join(work, os.path.basename(target))
         _run([os.environ.get("CXX", "c++"), "-std=c++17", "-O2", "-shared",
               "-fPIC", "-I", include, "-I",
-              sysconfig.get_paths()["include"], wrapper, code, "-o", built])
+              _PYTHON_INCLUDE, wrapper, code, "-o", built])
         os.makedirs(out_dir, exist_ok=True)
         os.replace(built, target)  # atomic: concurrent builders agree
     finally:

@@ -78,6 +78,23 @@ else
   fi
 fi
 
+# The fuzz targets: a second build (clang++-19, ASan, UBSan) of the
+# libraries they need, a replay of the committed corpora and FUZZ_SECONDS
+# (default 60) of fuzzing per target. GRADC_SKIP_FUZZ=1 leaves them out.
+if [ "${GRADC_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzzing"
+  fuzz_out=$(utils/fuzz.sh 2>&1)
+  fuzz_rc=$?
+  echo "$fuzz_out" | tail -n 60
+  fuzz_pass=$(echo "$fuzz_out" | sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p')
+  fuzz_fail=$(echo "$fuzz_out" | sed -n 's/^fuzz: .* \([0-9]*\) failed$/\1/p')
+  passed=$((passed + ${fuzz_pass:-0}))
+  failed=$((failed + ${fuzz_fail:-0}))
+  if [ "$fuzz_rc" != 0 ] && [ "${fuzz_fail:-0}" = 0 ]; then
+    failed=$((failed + 1))
+  fi
+fi
+
 echo "== benchmark check (utils/bench.sh --quick: tiny sizes, results only)"
 bench_out=$(utils/bench.sh --quick --no-torch 2>&1)
 bench_rc=$?

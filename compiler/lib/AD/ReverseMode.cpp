@@ -201,24 +201,46 @@ bool Differentiator::collectSpecs(std::vector<Function *> &pending) {
 }
 
 /// Adds to `deps` the pending functions whose gradient `fn` calls, directly
-/// or through the functions and rules it uses.
+/// or through the functions and rules it uses, in depth-first order. An
+/// explicit stack replaces recursion: a chain of 100,000 calls must not
+/// overflow the C++ stack.
 void Differentiator::collectGradCalls(const Function &fn,
                                       llvm::StringSet<> &visited,
                                       std::vector<Function *> &deps) {
-  for (const auto &op : fn.getOps()) {
-    llvm::SmallVector<llvm::StringRef, 2> used;
-    if (op->getKind() == OpKind::Call)
-      used.push_back(op->getCallee());
-    if (op->getGradRule().isSet())
-      used.push_back(op->getGradRule().function);
-    for (llvm::StringRef name : used) {
+  // A function being walked: its next op, and the names the current op
+  // uses (a callee, a rule) not looked at yet.
+  struct Walk {
+    explicit Walk(const Function *fn) : fn(fn) {}
+    const Function *fn;
+    size_t nextOp = 0;
+    llvm::SmallVector<llvm::StringRef, 2> names;
+    size_t nextName = 0;
+  };
+  std::vector<Walk> stack;
+  stack.emplace_back(&fn);
+  while (!stack.empty()) {
+    Walk &top = stack.back();
+    if (top.nextName < top.names.size()) {
+      llvm::StringRef name = top.names[top.nextName++];
       if (!visited.insert(name).second)
         continue;
       if (Function *owner = pendingByGradName.lookup(name))
         deps.push_back(owner);
       else if (const Function *callee = module.lookup(name))
-        collectGradCalls(*callee, visited, deps);
+        stack.emplace_back(callee); // invalidates `top`
+      continue;
     }
+    if (top.nextOp == top.fn->getOps().size()) {
+      stack.pop_back();
+      continue;
+    }
+    const Op &op = *top.fn->getOps()[top.nextOp++];
+    top.names.clear();
+    top.nextName = 0;
+    if (op.getKind() == OpKind::Call)
+      top.names.push_back(op.getCallee());
+    if (op.getGradRule().isSet())
+      top.names.push_back(op.getGradRule().function);
   }
 }
 

@@ -7,7 +7,8 @@
 
 #include "gradc/Basic/SourceManager.h"
 
-#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <algorithm>
 
@@ -31,12 +32,42 @@ SourceLoc SourceManager::addBuffer(std::string name, std::string text) {
 
 bool SourceManager::addFile(llvm::StringRef path, SourceLoc &start,
                             std::string &error) {
-  auto fileOrErr = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
-  if (!fileOrErr) {
-    error = fileOrErr.getError().message();
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      path == "-" ? llvm::Expected<llvm::sys::fs::file_t>(
+                        llvm::sys::fs::getStdinHandle())
+                  : llvm::sys::fs::openNativeFileForRead(path);
+  if (!file) {
+    error = llvm::toString(file.takeError());
     return false;
   }
-  start = addBuffer(path.str(), (*fileOrErr)->getBuffer().str());
+  // Read in chunks up to one byte past the limit: a file of any kind
+  // (a device, a FIFO) stops there.
+  std::string text;
+  char chunk[1 << 16];
+  std::error_code ec;
+  while (text.size() <= maxFileSize) {
+    llvm::Expected<size_t> n =
+        llvm::sys::fs::readNativeFile(*file, llvm::MutableArrayRef(chunk));
+    if (!n) {
+      ec = llvm::errorToErrorCode(n.takeError());
+      break;
+    }
+    if (*n == 0)
+      break;
+    text.append(chunk, *n);
+  }
+  if (path != "-")
+    llvm::sys::fs::closeFile(*file);
+  if (ec) {
+    error = ec.message();
+    return false;
+  }
+  if (text.size() > maxFileSize) {
+    error = "larger than " + std::to_string(maxFileSize >> 20) +
+            " MiB, the most a source file may hold";
+    return false;
+  }
+  start = addBuffer(path.str(), std::move(text));
   return true;
 }
 

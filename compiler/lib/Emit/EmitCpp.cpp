@@ -43,6 +43,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
@@ -535,12 +536,14 @@ std::string externIncludes(const ir::Module &module) {
 }
 
 /// Whether an op of any function calls `fn`.
-bool isCalled(const ir::Module &module, const ir::Function &fn) {
+/// The names of the functions that some call op of `module` calls.
+llvm::StringSet<> calledNames(const ir::Module &module) {
+  llvm::StringSet<> names;
   for (const auto &f : module.getFunctions())
     for (const auto &op : f->getOps())
-      if (op->getKind() == OpKind::Call && op->getCallee() == fn.getName())
-        return true;
-  return false;
+      if (op->getKind() == OpKind::Call)
+        names.insert(op->getCallee());
+  return names;
 }
 
 std::string linkage(const ir::Function &fn) {
@@ -2226,11 +2229,13 @@ void FunctionEmitter::emitEpilogue() {
 }
 
 void FunctionEmitter::run() {
-  // Names: every exported symbol (a local must not hide a callee), the
-  // parameters, then the values, then the helpers.
-  for (const auto &f : module.getFunctions())
-    if (isExported(*f))
-      scope.reserve(cSymbolName(options.moduleName, f->getName()));
+  // Names: the symbol of every function called here (a local must not
+  // hide a callee; reserving every symbol of the module would make
+  // emission quadratic in the number of functions), the parameters, then
+  // the values, then the helpers.
+  for (const auto &op : fn.getOps())
+    if (op->getKind() == OpKind::Call)
+      scope.reserve(cSymbolName(options.moduleName, op->getCallee()));
   cparams = getCParams(module, fn, scope);
   for (const CParam &p : cparams)
     if (p.kind == CParamKind::Size)
@@ -2354,8 +2359,9 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
   // Prototypes, so that the functions may call each other in any order.
   // Rule instances that a call still refers to are internal functions.
   std::vector<const ir::Function *> exported;
+  llvm::StringSet<> called = calledNames(module);
   for (const auto &f : module.getFunctions())
-    if (isExported(*f) || isCalled(module, *f))
+    if (isExported(*f) || called.contains(f->getName()))
       exported.push_back(f.get());
   for (const ir::Function *f : exported) {
     NameScope scope;

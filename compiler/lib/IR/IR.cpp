@@ -89,16 +89,27 @@ const ExternDecl *Module::lookupExtern(llvm::StringRef name) const {
 
 Function *Module::addFunction(std::string name) {
   functions.push_back(std::make_unique<Function>(std::move(name)));
-  return functions.back().get();
+  Function *f = functions.back().get();
+  index.try_emplace(f->getName(), f);
+  return f;
 }
 
 Function *Module::lookup(llvm::StringRef name) const {
-  for (const auto &f : functions)
-    if (f->getName() == name)
-      return f.get();
-  return nullptr;
+  return index.lookup(name);
 }
 
 void Module::eraseFunction(Function *f) {
+  std::string name = f->getName().str();
   std::erase_if(functions, [&](const auto &p) { return p.get() == f; });
+  auto it = index.find(name);
+  if (it == index.end() || it->second != f)
+    return;
+  index.erase(it);
+  // Another function of the same name (only ill-formed input has one)
+  // becomes the one found.
+  for (const auto &other : functions)
+    if (other->getName() == name) {
+      index.try_emplace(name, other.get());
+      break;
+    }
 }

@@ -14,9 +14,9 @@
 #include "gradc/IR/Verifier.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-
-#include <map>
+#include "llvm/ADT/StringMap.h"
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -93,42 +93,179 @@ std::vector<Value *> ir::inlineCall(Function &caller, Op *call,
   return replacements;
 }
 
+namespace {
+
+/// One callee being copied into the caller by inlineAllCalls: the frames
+/// on the stack are the chain of calls from the caller's own body down to
+/// the innermost callee.
+struct Frame {
+  const Function *callee;
+  /// The callee's values -> the caller's.
+  llvm::DenseMap<const Value *, Value *> map;
+  SizeBindings sizes;
+  /// The next op of the callee to copy.
+  size_t next = 0;
+  /// The call this frame replaces: its result names and note (for a call
+  /// inside an inlined body, those of its copy as inlineCall would make it).
+  std::vector<std::string> resultNames;
+  std::string note;
+  SourceLoc loc;
+  /// The callee's values whose copies are fresh in inlineCall's sense
+  /// (made by this inlining: results of ops copied here, and results of
+  /// inner calls whose own inlining found a fresh value): only their
+  /// copies may take a call result's name.
+  llvm::DenseSet<const Value *> fresh;
+  /// In the parent (or the caller): where this frame's results go.
+  std::vector<const Value *> callResults;
+};
+
+} // namespace
+
+// A single pass over the caller that expands each call in place, with an
+// explicit stack of frames instead of recursion (a chain of 100,000 calls
+// must not overflow the C++ stack). Every op of the result is made once,
+// and nothing is searched: the time is linear in the size of the inlined
+// function, where inlining one call at a time (copy, insert, replace uses,
+// erase) is quadratic on a chain of calls.
 bool ir::inlineAllCalls(const Module &module, Function &fn,
                         llvm::function_ref<bool(const Op &)> shouldInline,
                         InlineFailure &failure) {
-  // For each op that inlining made: the callees it was copied through.
-  std::map<const Op *, std::vector<std::string>> chains;
-  size_t i = 0;
-  while (i < fn.getOps().size()) {
-    Op *op = fn.getOps()[i].get();
-    if (op->getKind() != OpKind::Call || !shouldInline(*op)) {
-      ++i;
-      continue;
-    }
-    std::string calleeName = op->getCallee().str();
+  if (llvm::none_of(fn.getOps(), [&](const std::unique_ptr<Op> &op) {
+        return op->getKind() == OpKind::Call && shouldInline(*op);
+      }))
+    return true;
+
+  std::vector<std::unique_ptr<Op>> old = fn.takeOps();
+  // Results of the caller's own inlined calls -> their replacements.
+  llvm::DenseMap<Value *, Value *> replaced;
+  auto resolve = [&](Value *v) {
+    auto it = replaced.find(v);
+    return it == replaced.end() ? v : it->second;
+  };
+  std::vector<Frame> stack;
+  llvm::StringMap<unsigned> active; // callee name -> frames on the stack
+
+  // Starts a frame for `call` (an op of the caller, or of the callee on top
+  // of the stack) whose operands in the caller are `args`; false with
+  // `failure` set if the callee is unknown or already on the stack.
+  auto push = [&](const Op &call, llvm::ArrayRef<Value *> args,
+                  const std::string &note) {
+    std::string calleeName = call.getCallee().str();
     const Function *callee = module.lookup(calleeName);
-    if (!callee || callee->getParams().size() != op->getNumOperands() ||
-        callee->getReturns().size() != op->getNumResults()) {
+    if (!callee || callee->getParams().size() != args.size() ||
+        callee->getReturns().size() != call.getNumResults()) {
       failure = {
-          InlineFailure::Kind::UnknownCallee, op->getLoc(), calleeName, {}};
+          InlineFailure::Kind::UnknownCallee, call.getLoc(), calleeName, {}};
       return false;
     }
-    std::vector<std::string> chain = chains[op];
-    chains.erase(op);
-    bool recursive = calleeName == fn.getName() ||
-                     llvm::is_contained(chain, calleeName) || callee == &fn;
-    chain.push_back(calleeName);
-    if (recursive) {
-      failure = {InlineFailure::Kind::Recursion, op->getLoc(), calleeName,
+    if (calleeName == fn.getName() || active.lookup(calleeName) ||
+        callee == &fn) {
+      std::vector<std::string> chain;
+      for (const Frame &f : stack)
+        chain.push_back(f.callee->getName().str());
+      chain.push_back(calleeName);
+      failure = {InlineFailure::Kind::Recursion, call.getLoc(), calleeName,
                  chain};
       return false;
     }
-    size_t count = callee->getOps().size();
-    inlineCall(fn, op, *callee);
-    // The copies now sit at [i, i + count); look at them next, since they
-    // may hold calls of their own.
-    for (size_t k = i; k < i + count; ++k)
-      chains[fn.getOps()[k].get()] = chain;
+    Frame frame;
+    frame.callee = callee;
+    for (auto [param, arg] : llvm::zip(callee->getParams(), args)) {
+      frame.map[param] = arg;
+      std::string conflict;
+      bool unified = unifyParamType(param->getType(), arg->getType(),
+                                    frame.sizes, conflict);
+      assert(unified && "inlining an ill-typed call");
+      (void)unified;
+    }
+    for (const Value *r : call.getResults()) {
+      frame.resultNames.push_back(r->getName().str());
+      frame.callResults.push_back(r);
+    }
+    frame.note = note;
+    frame.loc = call.getLoc();
+    ++active[calleeName];
+    stack.push_back(std::move(frame));
+    return true;
+  };
+
+  // Finishes the frame on top: its results replace the call's, and a
+  // fresh result takes the call result's name.
+  auto pop = [&]() {
+    Frame frame = std::move(stack.back());
+    stack.pop_back();
+    --active[frame.callee->getName()];
+    for (auto [i, returned] : llvm::enumerate(frame.callee->getReturns())) {
+      Value *to = frame.map.lookup(returned);
+      bool isFresh = frame.fresh.contains(returned);
+      if (!frame.resultNames[i].empty() && isFresh)
+        to->setName(frame.resultNames[i]);
+      const Value *result = frame.callResults[i];
+      if (stack.empty()) {
+        replaced[const_cast<Value *>(result)] = to;
+      } else {
+        stack.back().map[result] = to;
+        if (isFresh)
+          stack.back().fresh.insert(result);
+      }
+    }
+  };
+
+  for (std::unique_ptr<Op> &op : old) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      op->setOperand(i, resolve(op->getOperand(i)));
+    if (op->getKind() != OpKind::Call || !shouldInline(*op)) {
+      fn.appendOp(std::move(op));
+      continue;
+    }
+    // On failure the ops not reached yet go back, so that every op stays
+    // owned by the function.
+    auto giveBack = [&] {
+      for (std::unique_ptr<Op> &rest : old)
+        if (rest)
+          fn.appendOp(std::move(rest));
+      return false;
+    };
+    llvm::SmallVector<Value *, 4> args(op->getOperands());
+    if (!push(*op, args, op->getNote()))
+      return giveBack();
+    while (!stack.empty()) {
+      Frame &top = stack.back();
+      if (top.next == top.callee->getOps().size()) {
+        pop();
+        continue;
+      }
+      const Op &calleeOp = *top.callee->getOps()[top.next++];
+      llvm::SmallVector<Value *, 3> operands;
+      for (Value *v : calleeOp.getOperands())
+        operands.push_back(top.map.lookup(v));
+      std::string note =
+          calleeOp.getNote().empty() ? top.note : calleeOp.getNote();
+      if (calleeOp.getKind() == OpKind::Call && shouldInline(calleeOp)) {
+        if (!push(calleeOp, operands, note))
+          return giveBack();
+        continue;
+      }
+      llvm::SmallVector<TensorType, 1> types;
+      std::vector<std::string> names;
+      for (Value *r : calleeOp.getResults()) {
+        types.push_back(substituteSizes(r->getType(), top.sizes));
+        names.push_back(r->getName().str());
+      }
+      Op *copy =
+          fn.createOp(calleeOp.getKind(), operands, types,
+                      substituteAttrSizes(calleeOp.getAttrs(), top.sizes),
+                      calleeOp.getLoc(), names);
+      copy->getGradRule() = calleeOp.getGradRule();
+      copy->setNote(std::move(note));
+      for (auto [from, to] :
+           llvm::zip(calleeOp.getResults(), copy->getResults())) {
+        top.map[from] = to;
+        top.fresh.insert(from);
+      }
+    }
   }
+  for (unsigned i = 0; i < fn.getReturns().size(); ++i)
+    fn.setReturn(i, resolve(fn.getReturns()[i]));
   return true;
 }

@@ -323,18 +323,24 @@ bool inferTranspose(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
 
 /// An element count as a monomial: a known factor times a product of size
 /// names, so that reshape can check `[N, 28, 28]` -> `[N, 784]` statically.
+/// A zero is kept aside so that the factor of the other sizes, which
+/// knownSizesFit bounds, never overflows.
 struct Monomial {
-  int64_t factor = 1;
+  int64_t nonZero = 1;
+  bool zero = false;
   std::map<std::string, int> names;
 
   void multiply(const Dim &d) {
-    if (d.isKnown())
-      factor *= d.getSize();
-    else
+    if (!d.isKnown())
       ++names[d.getName().str()];
+    else if (d.getSize() == 0)
+      zero = true;
+    else if (__builtin_mul_overflow(nonZero, d.getSize(), &nonZero))
+      nonZero = INT64_MAX; // only after an error reported elsewhere
   }
+  int64_t factor() const { return zero ? 0 : nonZero; }
   bool operator==(const Monomial &o) const {
-    return factor == o.factor && names == o.names;
+    return factor() == o.factor() && names == o.names;
   }
 };
 
@@ -357,8 +363,14 @@ bool inferReshape(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
     if (target[i].isKnown() && target[i].getSize() < 0)
       return fail(error, diag::err_op_reshape_count,
                   {ops[0].str(), shapeStr(target)});
-    to.multiply(target[i]);
   }
+  // A target too large to count is not compared by a wrapped count.
+  if (!knownSizesFit(target))
+    return fail(error, diag::err_op_result_too_large,
+                {"reshape", TensorType(ops[0].dtype, target).str()});
+  for (size_t i = 0; i < target.size(); ++i)
+    if (int(i) != inferred)
+      to.multiply(target[i]);
   if (inferred != -1) {
     // from = to * x: x must be a known size or a single size name.
     Monomial rest = from;
@@ -369,10 +381,10 @@ bool inferReshape(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
       rest.names[name] -= count;
     }
     std::erase_if(rest.names, [](const auto &p) { return p.second == 0; });
-    if (to.factor == 0 || rest.factor % to.factor != 0)
+    if (to.factor() == 0 || rest.factor() % to.factor() != 0)
       return fail(error, diag::err_op_reshape_infer,
                   {ops[0].str(), shapeStr(target)});
-    int64_t factor = rest.factor / to.factor;
+    int64_t factor = rest.factor() / to.factor();
     if (rest.names.empty())
       target[inferred] = Dim::known(factor);
     else if (factor == 1 && rest.names.size() == 1 &&
@@ -846,7 +858,33 @@ bool gradc::inferOpTypes(OpKind op, llvm::ArrayRef<TensorType> operands,
   for (const AttrInfo &a : info.attrs)
     if (a.required && !attrs.has(a.name))
       return fail(error, diag::err_op_missing_attr, {info.name, a.name});
-  return info.inferTypes(operands, attrs, results, error);
+  if (!info.inferTypes(operands, attrs, results, error))
+    return false;
+  // Every shape an op forms (a reshape or broadcast_to target, a one_hot
+  // depth, a matmul or broadcast of large operands) must be one whose
+  // element count and strides can be computed, and of a rank the C ABI's
+  // header can represent.
+  for (const TensorType &t : results) {
+    if (t.getRank() > maxRank)
+      return fail(error, diag::err_op_result_rank,
+                  {info.name, t.str(), std::to_string(t.getRank()),
+                   std::to_string(maxRank)});
+    if (!knownSizesFit(t.shape))
+      return fail(error, diag::err_op_result_too_large, {info.name, t.str()});
+  }
+  // The normal form lists the attributes in the table's order, whatever
+  // order the caller set them in and wherever inference filled in a
+  // default (`sum(x, keepdims = true)` gains its `axis` last). Attributes
+  // the table does not declare stay, at the end, for the verifier to see.
+  AttrList ordered;
+  for (const AttrInfo &a : info.attrs)
+    if (const AttrValue *v = attrs.find(a.name))
+      ordered.set(a.name, *v);
+  for (const NamedAttr &entry : attrs.entries())
+    if (!info.findAttr(entry.name))
+      ordered.set(entry.name, entry.value);
+  attrs = std::move(ordered);
+  return true;
 }
 
 bool gradc::isElementwiseArithmetic(OpKind op) {

@@ -49,9 +49,23 @@ std::optional<int64_t> gradc::knownNumElements(llvm::ArrayRef<Dim> shape) {
   for (const Dim &d : shape) {
     if (!d.isKnown())
       return std::nullopt;
-    n *= d.getSize();
+    // Shapes that reach here were checked by knownSizesFit; saturate
+    // rather than wrap should one not have been.
+    if (__builtin_mul_overflow(n, d.getSize(), &n))
+      return INT64_MAX;
   }
   return n;
+}
+
+bool gradc::knownSizesFit(llvm::ArrayRef<Dim> shape) {
+  int64_t n = 1;
+  // Zeros are skipped: `[0, 2^40, 2^40]` has no element, but the stride
+  // of its first axis (a product of the others) still overflows.
+  for (const Dim &d : shape)
+    if (d.isKnown() && d.getSize() != 0 &&
+        __builtin_mul_overflow(n, d.getSize(), &n))
+      return false;
+  return true;
 }
 
 std::string TensorType::str() const {

@@ -209,6 +209,8 @@ void Sema::checkSignature(FnDecl &fn, FnInfo &info) {
       sig.params.push_back(TensorType(DType::F32));
       continue;
     }
+    if (!checkTypeSize(*p.type))
+      sig.valid = false;
     sig.params.push_back(p.type->toType());
     for (const DimExpr &d : p.type->dims)
       if (d.dim.isNamed())
@@ -222,6 +224,8 @@ void Sema::checkSignature(FnDecl &fn, FnInfo &info) {
           << d.dim.getName() << fn.name.name << d.range;
       sig.valid = false;
     }
+    if (!checkTypeSize(result))
+      sig.valid = false;
     sig.results.push_back(result.toType());
   }
   if (fn.results.empty())
@@ -229,6 +233,22 @@ void Sema::checkSignature(FnDecl &fn, FnInfo &info) {
   sig.returnsTuple = fn.returnsTuple;
   fn.paramTypes = sig.params;
   fn.resultTypes = sig.results;
+}
+
+// A rank above maxRank cannot be passed through the header's C++ layer;
+// an element count (or a stride) past int64 cannot be computed at all.
+bool Sema::checkTypeSize(const TypeExpr &type) {
+  TensorType t = type.toType();
+  if (t.getRank() > maxRank) {
+    report(type.range.begin, diag::err_type_rank)
+        << t.str() << t.getRank() << maxRank << type.range;
+    return false;
+  }
+  if (!knownSizesFit(t.shape)) {
+    report(type.range.begin, diag::err_type_too_large) << t.str() << type.range;
+    return false;
+  }
+  return true;
 }
 
 /// NAME_grad takes f's parameters, then one cotangent per result unless f

@@ -175,6 +175,9 @@ public:
 
   void collectDecls();
   void checkSignature(ast::FnDecl &fn, FnInfo &info);
+  /// Reports a type of too high a rank or too many elements (Types.h);
+  /// false if it did.
+  bool checkTypeSize(const ast::TypeExpr &type);
   void buildGradSignature(const ast::FnDecl &fn, FnInfo &info);
   void checkGradNameClashes();
   void checkRuleDecl(ast::RuleDecl &rule);

@@ -159,7 +159,7 @@ std::optional<TensorType> Sema::resolveTypeExpr(const TypeExpr &type,
         << d.dim.getName() << didYouMean(d.dim.getName(), known) << d.range;
     ok = false;
   }
-  if (!ok)
+  if (!ok || !checkTypeSize(type))
     return std::nullopt;
   return type.toType();
 }

@@ -72,10 +72,13 @@ bool gradc::runPasses(ir::Module &module, llvm::StringRef pipeline,
   pipeline.split(names, ',');
   llvm::SmallVector<const PassInfo *, 8> toRun;
   bool ok = true;
+  bool reportedEmpty = false; // once per list, however many commas
   for (llvm::StringRef name : names) {
     name = name.trim();
     if (name.empty()) {
-      diags.report(SourceLoc(), diag::err_empty_pass_name) << pipeline;
+      if (!reportedEmpty)
+        diags.report(SourceLoc(), diag::err_empty_pass_name) << pipeline;
+      reportedEmpty = true;
       ok = false;
       continue;
     }

@@ -24,8 +24,9 @@
 //   3. Residuals are the forward values, other than parameters and
 //      results, that an op of f_bwd or a returned gradient reads. A forward
 //      constant is copied into f_bwd instead, and a `zeros_like`/`ones_like`
-//      whose operand f_bwd lacks becomes a constant of its type, since only
-//      the type matters.
+//      whose operand the half lacks (f_bwd a forward value, or f_fwd a
+//      cotangent that canonicalization put under a forward fill) becomes a
+//      constant of its type, since only the type matters.
 //
 // f_bwd(x, residuals, dy) computes the same ops as f_grad(x, dy) (with dy
 // = 1 for a scalar result), so the two agree to the last bit on every
@@ -95,7 +96,7 @@ void markBackward(const Function &vjp, unsigned numResults, Cut &cut) {
     }
     cut.backward.insert(def);
     // A fill needs only its operand's type, which it can take from a
-    // constant (see cloneBackward); every other op reads its operands.
+    // constant (see cloneOrFill); every other op reads its operands.
     if (!isFill(*def))
       llvm::append_range(work, def->getOperands());
   }
@@ -125,6 +126,25 @@ void cloneOp(const Op &op, Function &to,
     map[from] = into;
 }
 
+/// cloneOp, except that a `zeros_like`/`ones_like` whose operand `to`
+/// does not have becomes a constant of its type (only the type matters).
+/// Canonicalization may leave a fill of a value of the other half: a
+/// forward `zeros_like` of a cotangent of the same type, say.
+void cloneOrFill(const Op &op, Function &to,
+                 llvm::DenseMap<const Value *, Value *> &map) {
+  if (!isFill(op) || map.count(op.getOperand(0))) {
+    cloneOp(op, to, map);
+    return;
+  }
+  Builder b(to);
+  b.setLoc(op.getLoc());
+  b.setNote(op.getNote());
+  double fill = op.getKind() == OpKind::OnesLike ? 1.0 : 0.0;
+  Value *c = b.constant(op.getResult()->getType(), {fill});
+  c->setName(op.getResult()->getName());
+  map[op.getResult()] = c;
+}
+
 void cloneParams(const Function &from, unsigned begin, unsigned end,
                  Function &to, llvm::DenseMap<const Value *, Value *> &map) {
   for (unsigned i = begin; i < end; ++i) {
@@ -142,7 +162,7 @@ void buildForward(const Function &vjp, unsigned numParams, unsigned numResults,
   cloneParams(vjp, 0, numParams, fwd, map);
   for (const auto &op : vjp.getOps())
     if (cut.forward.contains(op.get()))
-      cloneOp(*op, fwd, map);
+      cloneOrFill(*op, fwd, map);
   std::vector<Value *> returns;
   for (unsigned i = 0; i < numResults; ++i)
     returns.push_back(map.lookup(vjp.getReturns()[i]));
@@ -180,21 +200,9 @@ void buildBackward(const Function &vjp, const Function &fwd, unsigned numParams,
         bwd.addParam(cut.residuals[i]->getType(), named->getName());
   }
   cloneParams(vjp, numParams, vjp.getParams().size(), bwd, map);
-  Builder b(bwd);
-  for (const auto &op : vjp.getOps()) {
-    if (!cut.backward.contains(op.get()))
-      continue;
-    if (isFill(*op) && !map.count(op->getOperand(0))) {
-      b.setLoc(op->getLoc());
-      b.setNote(op->getNote());
-      double fill = op->getKind() == OpKind::OnesLike ? 1.0 : 0.0;
-      Value *c = b.constant(op->getResult()->getType(), {fill});
-      c->setName(op->getResult()->getName());
-      map[op->getResult()] = c;
-      continue;
-    }
-    cloneOp(*op, bwd, map);
-  }
+  for (const auto &op : vjp.getOps())
+    if (cut.backward.contains(op.get()))
+      cloneOrFill(*op, bwd, map);
   std::vector<Value *> returns;
   for (size_t i = numResults; i < vjp.getReturns().size(); ++i)
     returns.push_back(map.lookup(vjp.getReturns()[i]));

@@ -638,6 +638,11 @@ int driver::checkCommand(Compilation &c, llvm::StringRef path,
     llvm::errs() << "gradc: error: unknown backend '" << backendName << "'\n";
     return 1;
   }
+  // No point would compare nothing and report every gradient as failing.
+  if (points == 0) {
+    c.diags->report(SourceLoc(), diag::err_check_no_points);
+    return c.finish();
+  }
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();

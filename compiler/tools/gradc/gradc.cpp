@@ -29,7 +29,6 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -186,6 +185,13 @@ cl::list<std::string> loadLibraries(
     cl::value_desc("LIB"), cl::sub(cl::SubCommand::getAll()),
     cl::cat(gradcCategory));
 
+/// The prefix of the C symbols: `--module-name` sanitised when given,
+/// even empty (which docs/ABI.md makes `gradc_`), else the file's stem.
+std::string cModuleName() {
+  return moduleName.getNumOccurrences() ? emit::sanitizeModuleName(moduleName)
+                                        : emit::moduleNameFromPath(inputFile);
+}
+
 std::string pipeline() {
   std::string list = !passes.empty() ? passes.getValue()
                      : noOpt         ? ""
@@ -198,27 +204,109 @@ std::string pipeline() {
   return list;
 }
 
-/// Opens `-o` (or stdout); false after printing why it could not.
-std::unique_ptr<llvm::ToolOutputFile> openOutput(bool binary) {
-  std::error_code ec;
-  auto out = std::make_unique<llvm::ToolOutputFile>(
-      outputFile, ec,
-      binary ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Text);
-  if (ec) {
-    llvm::errs() << "gradc: error: cannot write '" << outputFile
-                 << "': " << ec.message() << "\n";
+/// Where `--emit` writes: standard output, or the `-o` file written
+/// atomically. A regular file is written to a temporary file in the same
+/// directory and renamed over `-o` only by commit(), so that a run that
+/// fails (an error in the input, a full disk) leaves no file and no half
+/// of one behind. What cannot be renamed onto (`/dev/null`, `/dev/full`, a
+/// FIFO) is written directly. A write error is reported as an error, never
+/// left for raw_fd_ostream to abort on.
+class Output {
+public:
+  ~Output() {
+    if (temp)
+      llvm::consumeError(temp->discard());
+  }
+
+  /// Opens the output; null after reporting why it could not.
+  static std::unique_ptr<Output> open(Compilation &c, bool binary) {
+    auto out = std::unique_ptr<Output>(new Output(c));
+    if (outputFile == "-") {
+      out->stream = &llvm::outs();
+      return out;
+    }
+    std::error_code ec;
+    llvm::sys::fs::file_status status;
+    bool exists = !llvm::sys::fs::status(outputFile, status);
+    if (exists && !llvm::sys::fs::is_regular_file(status)) {
+      out->direct = std::make_unique<llvm::raw_fd_ostream>(
+          outputFile, ec,
+          binary ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Text);
+      if (ec)
+        return out->fail(ec);
+      out->stream = out->direct.get();
+      return out;
+    }
+    llvm::SmallString<256> model(outputFile.getValue());
+    model += "-%%%%%%%%.tmp";
+    llvm::Expected<llvm::sys::fs::TempFile> temp =
+        llvm::sys::fs::TempFile::create(model);
+    if (!temp)
+      return out->fail(llvm::errorToErrorCode(temp.takeError()));
+    out->temp = std::make_unique<llvm::sys::fs::TempFile>(std::move(*temp));
+    out->direct = std::make_unique<llvm::raw_fd_ostream>(out->temp->FD,
+                                                         /*shouldClose=*/false);
+    out->stream = out->direct.get();
+    return out;
+  }
+
+  llvm::raw_pwrite_stream &os() { return *stream; }
+
+  /// Flushes and, for a temporary file, renames it onto `-o`; false after
+  /// reporting a write error (the temporary file is then removed).
+  bool commit() {
+    stream->flush();
+    if (std::error_code ec = stream->error()) {
+      stream->clear_error();
+      fail(ec);
+      return false;
+    }
+    if (!temp)
+      return true;
+    direct.reset();
+    if (llvm::Error e = temp->keep(outputFile)) {
+      fail(llvm::errorToErrorCode(std::move(e)));
+      return false;
+    }
+    temp.reset();
+    return true;
+  }
+
+private:
+  explicit Output(Compilation &c) : c(c) {}
+
+  std::nullptr_t fail(std::error_code ec) {
+    c.diags->report(SourceLoc(), diag::err_cannot_write_output)
+        << (outputFile == "-" ? std::string("standard output")
+                              : "'" + outputFile + "'")
+        << ec.message();
     return nullptr;
   }
-  return out;
+
+  Compilation &c;
+  std::unique_ptr<llvm::sys::fs::TempFile> temp;
+  std::unique_ptr<llvm::raw_fd_ostream> direct;
+  llvm::raw_fd_ostream *stream = nullptr;
+};
+
+/// `-o` naming the input (as given, through `./`, `..` or a link) would
+/// replace the source with the output: refused, as compilers do.
+bool outputIsInput(Compilation &c) {
+  if (outputFile == "-" || inputFile == "-")
+    return false;
+  bool same = false;
+  if (llvm::sys::fs::equivalent(inputFile, outputFile, same) || !same)
+    return false;
+  c.diags->report(SourceLoc(), diag::err_output_is_input)
+      << outputFile << inputFile;
+  return true;
 }
 
 /// --emit=llvm and --emit=obj: the verified module, optimised at -O2
 /// (unoptimised with -O0), for the host or --target/--cpu.
 int emitLLVM(Compilation &c, bool object) {
   emit::LLVMOptions options;
-  options.moduleName = moduleName.empty()
-                           ? emit::moduleNameFromPath(inputFile)
-                           : emit::sanitizeModuleName(moduleName);
+  options.moduleName = cModuleName();
   options.triple = targetTriple;
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
@@ -242,38 +330,40 @@ int emitLLVM(Compilation &c, bool object) {
     c.diags->report(SourceLoc(), diag::err_llvm_obj_terminal);
     return c.finish();
   }
-  auto out = openOutput(object);
+  auto out = Output::open(c, object);
   if (!out)
-    return 1;
+    return c.finish();
   if (!object)
     module->print(out->os(), nullptr);
   else if (!emit::writeObjectFile(*module, *tm, out->os(), error)) {
     c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
     return c.finish();
   }
-  out->keep();
+  out->commit();
   return c.finish();
 }
 
 int compileCommand(Compilation &c) {
+  if (outputIsInput(c))
+    return c.finish();
   if (!c.readFile(inputFile) || !c.parse())
     return c.finish();
   if (emitKind == EmitKind::AST && parseOnly) {
-    auto out = openOutput(false);
+    auto out = Output::open(c, false);
     if (!out)
-      return 1;
+      return c.finish();
     ast::dumpModule(*c.ast, c.sm, out->os());
-    out->keep();
+    out->commit();
     return c.finish();
   }
   if (!c.check())
     return c.finish();
   if (emitKind == EmitKind::AST) {
-    auto out = openOutput(false);
+    auto out = Output::open(c, false);
     if (!out)
-      return 1;
+      return c.finish();
     ast::dumpModule(*c.ast, c.sm, out->os());
-    out->keep();
+    out->commit();
     return c.finish();
   }
   if (!c.lower())
@@ -282,11 +372,11 @@ int compileCommand(Compilation &c) {
   printOptions.printLocations = printLocs;
   printOptions.sourceManager = &c.sm;
   if (emitKind == EmitKind::IR) {
-    auto out = openOutput(false);
+    auto out = Output::open(c, false);
     if (!out)
-      return 1;
+      return c.finish();
     ir::printModule(*c.ir, out->os(), printOptions);
-    out->keep();
+    out->commit();
     return c.finish();
   }
   if (!c.differentiate(pipeline()))
@@ -297,28 +387,26 @@ int compileCommand(Compilation &c) {
   case EmitKind::IR:
     break;
   case EmitKind::GradIR: {
-    auto out = openOutput(false);
+    auto out = Output::open(c, false);
     if (!out)
-      return 1;
+      return c.finish();
     ir::printModule(*c.ir, out->os(), printOptions);
-    out->keep();
+    out->commit();
     break;
   }
   case EmitKind::Dot: {
-    auto out = openOutput(false);
+    auto out = Output::open(c, false);
     if (!out)
-      return 1;
+      return c.finish();
     emit::emitDot(*c.ir, out->os());
-    out->keep();
+    out->commit();
     break;
   }
   case EmitKind::Cpp:
   case EmitKind::Header:
   case EmitKind::Python: {
     emit::EmitOptions options;
-    options.moduleName = moduleName.empty()
-                             ? emit::moduleNameFromPath(inputFile)
-                             : emit::sanitizeModuleName(moduleName);
+    options.moduleName = cModuleName();
     options.sourceName = llvm::sys::path::filename(inputFile).str();
     options.sourceManager = &c.sm;
     std::string text;
@@ -329,11 +417,11 @@ int compileCommand(Compilation &c) {
       emit::emitPython(*c.ir, options, os);
     else if (!emit::emitCpp(*c.ir, options, os, *c.diags))
       return c.finish();
-    auto out = openOutput(false);
+    auto out = Output::open(c, false);
     if (!out)
-      return 1;
+      return c.finish();
     out->os() << text;
-    out->keep();
+    out->commit();
     break;
   }
   case EmitKind::LLVM:

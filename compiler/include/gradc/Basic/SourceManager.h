@@ -63,8 +63,13 @@ public:
   /// Adds a buffer and returns the location of its first character.
   SourceLoc addBuffer(std::string name, std::string text);
 
-  /// Reads a file into a new buffer. Returns false (and sets `error`) when
-  /// the file cannot be read.
+  /// The largest source a file may hold (docs/Language.md): reading stops
+  /// there, so that `/dev/zero` or a runaway pipe ends in an error.
+  static constexpr uint64_t maxFileSize = 64 << 20;
+
+  /// Reads a file ("-": standard input) into a new buffer. Returns false
+  /// (and sets `error`) when the file cannot be read or is larger than
+  /// maxFileSize.
   bool addFile(llvm::StringRef path, SourceLoc &start, std::string &error);
 
   /// The text of the buffer that contains `loc`.

@@ -23,6 +23,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <memory>
@@ -133,8 +134,8 @@ public:
   Function(const Function &) = delete;
   Function &operator=(const Function &) = delete;
 
+  /// Fixed at creation: the module indexes its functions by name.
   llvm::StringRef getName() const { return name; }
-  void setName(llvm::StringRef n) { name = n.str(); }
 
   Value *addParam(TensorType type, llvm::StringRef name);
   llvm::ArrayRef<Value *> getParams() const { return params; }
@@ -163,6 +164,11 @@ public:
   void eraseOpsIf(llvm::function_ref<bool(const Op &)> dead);
   /// Replaces every use of `from` (operands and returns) by `to`.
   void replaceAllUses(Value *from, Value *to);
+  /// Appends an op made elsewhere (one taken with takeOps()).
+  Op *appendOp(std::unique_ptr<Op> op) {
+    ops.push_back(std::move(op));
+    return ops.back().get();
+  }
   /// Replaces the op list wholesale (passes that rebuild the order).
   std::vector<std::unique_ptr<Op>> takeOps() { return std::move(ops); }
   void setOps(std::vector<std::unique_ptr<Op>> newOps) {
@@ -283,6 +289,9 @@ public:
 
 private:
   std::vector<std::unique_ptr<Function>> functions;
+  /// Name -> the first function of that name, so that lookup (one per
+  /// call op in inlining, verification and emission) is not a scan.
+  llvm::StringMap<Function *> index;
 };
 
 } // namespace gradc::ir

@@ -63,6 +63,16 @@ std::string shapeStr(llvm::ArrayRef<Dim> shape);
 /// Number of elements when every dimension is known.
 std::optional<int64_t> knownNumElements(llvm::ArrayRef<Dim> shape);
 
+/// The highest rank a tensor may have: what `gradc::TensorView` of
+/// runtime/include/gradc/Runtime.h (the header's C++ layer) can hold.
+inline constexpr unsigned maxRank = 8;
+
+/// Whether the product of the known non-zero dimensions of `shape` fits
+/// in int64, so that every element count, stride and offset of a tensor
+/// of this shape can be computed. A shape where it does not is rejected
+/// wherever one is formed (a type, an op's result).
+bool knownSizesFit(llvm::ArrayRef<Dim> shape);
+
 struct TensorType {
   DType dtype = DType::F32;
   Shape shape;

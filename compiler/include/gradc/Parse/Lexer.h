@@ -88,7 +88,11 @@ struct Token {
 class Lexer {
 public:
   Lexer(const SourceManager &sm, SourceLoc bufferStart, DiagnosticEngine &diags)
-      : text(sm.getBufferText(bufferStart)), start(bufferStart), diags(diags) {}
+      : text(sm.getBufferText(bufferStart)), start(bufferStart), diags(diags) {
+    // A UTF-8 byte-order mark (editors on Windows write one) is not text.
+    if (text.starts_with("\xEF\xBB\xBF"))
+      pos = 3;
+  }
 
   Token lex();
 

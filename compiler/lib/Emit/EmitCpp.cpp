@@ -733,7 +733,10 @@ void FunctionEmitter::decideStorage() {
       Info &i = info[v];
       bool scalar = v->getType().isScalar();
       bool returned = llvm::is_contained(fn.getReturns(), v);
-      if (k == OpKind::Reshape) {
+      if (k == OpKind::Reshape && scalar) {
+        // reshape(x, []): the one element, read into a scalar local.
+        i.storage = Storage::Scalar;
+      } else if (k == OpKind::Reshape) {
         i.storage = Storage::Pointer;
         i.isAlias = true;
       } else if (isSplatConstant(op) || isIndexMap(k)) {
@@ -1102,7 +1105,10 @@ ExprP FunctionEmitter::opExpr(const ir::Op &op, unsigned result,
     return cond(hit, literal(type.dtype, 1), literal(type.dtype, 0));
   }
   case OpKind::Reshape:
-    // The operand is contiguous: the same flat offset.
+    // A scalar operand is its one element; any other operand is
+    // contiguous: the same flat offset.
+    if (info[x].storage == Storage::Scalar)
+      return valueExpr(x, Index());
     return access(pointerOf(x), rowMajorForm(type.shape, idx));
   case OpKind::Transpose: {
     const std::vector<int64_t> &perm = op.getAttrs().getInts("perm");
@@ -1198,9 +1204,9 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
     return call("std::pow", a);
   }
   case OpKind::Maximum:
-    return call("std::max", a);
+    return call("gradc::maximum", a);
   case OpKind::Minimum:
-    return call("std::min", a);
+    return call("gradc::minimum", a);
   case OpKind::Less:
     return binary("<", a[0], a[1]);
   case OpKind::LessEqual:
@@ -1541,7 +1547,7 @@ void FunctionEmitter::emitWithReductions(
             ? info[r].name
             : info[r].name + "[" + accessIndex(f.dst, map) + "]";
     if (f.op->getKind() == OpKind::Max)
-      line(target + " = std::max(" + target + ", " + element + ");");
+      line(target + " = gradc::maximum(" + target + ", " + element + ");");
     else if (r->getType().dtype == DType::I32)
       line(target + " = gradc::wrapAdd(" + target + ", " + element + ");");
     else
@@ -1659,7 +1665,7 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
 
   auto combine = [&](const std::string &acc, ExprP e) -> ExprP {
     if (isMax)
-      return call("std::max", {atom(acc), e});
+      return call("gradc::maximum", {atom(acc), e});
     if (isInt)
       return call("gradc::wrapAdd", {atom(acc), e});
     return e;
@@ -1948,7 +1954,7 @@ void FunctionEmitter::emitKernel(const ir::Op &op) {
 ///     float top = -std::numeric_limits<float>::infinity();
 ///     for (int64_t i = 0; i < 2; ++i)
 ///       for (int64_t k = 0; k < 4; ++k)
-///         top = std::max(top, x[i * 12 + j * 4 + k]);
+///         top = gradc::maximum(top, x[i * 12 + j * 4 + k]);
 ///     float acc = 0.0f;
 ///     ... acc += gradc::exp(x[i * 12 + j * 4 + k] - top); ...
 ///     out[j] = std::isinf(top) ? top : top + gradc::log(acc);
@@ -2020,7 +2026,7 @@ void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
   ExprP top = atom(topName);
   line(type + " " + topName + " = -std::numeric_limits<" + type +
        ">::infinity();");
-  reducedLoops(topName, "=", call("std::max", {top, element}));
+  reducedLoops(topName, "=", call("gradc::maximum", {top, element}));
   line(type + " " + accName + " = " +
        Printer(LoopMap()).flat(literal(dtype, 0)) + ";");
   reducedLoops(accName, "+=", call("gradc::exp", {binary("-", element, top)}));

@@ -141,6 +141,8 @@ public:
   llvm::FunctionCallee getFree();
   /// A libm function of one argument (`tanhf`, `log1p`).
   llvm::FunctionCallee getLibm(llvm::StringRef name, llvm::Type *type);
+  /// A libm function of two arguments (`pow`).
+  llvm::FunctionCallee getLibm2(llvm::StringRef name, llvm::Type *type);
 
 private:
   void declareFunction(const ir::Function &fn);
@@ -874,9 +876,17 @@ llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
     r = b.CreateFAdd(pos, callLibm("log1p", e));
     break;
   }
-  case OpKind::Pow:
-    r = b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, w, widen(t, args[1]));
+  case OpKind::Pow: {
+    // libm's pow itself, marked nobuiltin: LLVM's library-call simplifier
+    // would otherwise rewrite pow(2.0, y) as exp2(y) and pow(x, 0.5) as
+    // sqrt, whose results differ from pow's in the last bit, and the
+    // interpreter calls pow (docs/LLVMBackend.md: bit for bit).
+    llvm::CallInst *call = b.CreateCall(ml.getLibm2("pow", w->getType()),
+                                        {w, widen(t, args[1])});
+    call->addFnAttr(llvm::Attribute::NoBuiltin);
+    r = call;
     break;
+  }
   default:
     llvm_unreachable("not a float elementwise op");
   }
@@ -1730,6 +1740,12 @@ llvm::FunctionCallee ModuleLowering::getLibm(llvm::StringRef name,
                                              llvm::Type *type) {
   return llvmModule.getOrInsertFunction(
       name, llvm::FunctionType::get(type, {type}, false));
+}
+
+llvm::FunctionCallee ModuleLowering::getLibm2(llvm::StringRef name,
+                                              llvm::Type *type) {
+  return llvmModule.getOrInsertFunction(
+      name, llvm::FunctionType::get(type, {type, type}, false));
 }
 
 /// The C type of a scalar parameter passed by value.

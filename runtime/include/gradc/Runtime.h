@@ -204,15 +204,43 @@ inline int32_t divide(int32_t a, int32_t b, int &status) {
 }
 
 template <typename T> inline T square(T x) { return x * x; }
-template <typename T> inline T relu(T x) { return x > T(0) ? x : T(0); }
 template <typename T> inline T sign(T x) {
   return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
 }
-template <typename T> inline T clip(T x, T lo, T hi) {
-  return std::min(std::max(x, lo), hi);
+
+// The NaN policy of docs/IR.md, which the interpreter and the LLVM backend
+// follow too: maximum, minimum, clip, relu and the max reduction propagate
+// NaN (as NumPy); otherwise maximum(a, b) is `a < b ? b : a`, so a tie
+// keeps the first operand (this decides the sign of zero). std::max and
+// std::min would drop a NaN in the second operand, so generated code never
+// calls them on floats. The float forms are written with x != x tests and
+// ternaries of values already computed, so that they vectorise (maxps /
+// cmpunordps / blends).
+inline int32_t maximum(int32_t a, int32_t b) { return a < b ? b : a; }
+inline int32_t minimum(int32_t a, int32_t b) { return b < a ? b : a; }
+inline float maximum(float a, float b) {
+  float m = a < b ? b : a;
+  return b != b ? b : m;
 }
-template <typename T> inline T maximum(T a, T b) { return std::max(a, b); }
-template <typename T> inline T minimum(T a, T b) { return std::min(a, b); }
+inline float minimum(float a, float b) {
+  float m = b < a ? b : a;
+  return b != b ? b : m;
+}
+inline double maximum(double a, double b) {
+  double m = a < b ? b : a;
+  return b != b ? b : m;
+}
+inline double minimum(double a, double b) {
+  double m = b < a ? b : a;
+  return b != b ? b : m;
+}
+/// minimum(maximum(x, lo), hi): `hi` when lo > hi; NaN in any operand is
+/// NaN.
+template <typename T> inline T clip(T x, T lo, T hi) {
+  return minimum(maximum(x, lo), hi);
+}
+/// x > 0 ? x : 0, so relu(-0) is +0; NaN stays NaN.
+template <typename T> inline T relu(T x) { return x <= T(0) ? T(0) : x; }
 
 //===----------------------------------------------------------------------===//
 // Elementwise math
@@ -561,7 +589,7 @@ void logSoftmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
       T *ys = y + o * n * inner + i;
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < n; ++a)
-        top = std::max(top, xs[a * inner]);
+        top = gradc::maximum(top, xs[a * inner]);
       if (top == -std::numeric_limits<T>::infinity())
         top = T(0); // every entry -inf: keep -inf - (-inf) from being NaN
       T sum = 0;
@@ -584,7 +612,7 @@ void softmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
       T *ys = y + o * n * inner + i;
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < n; ++a)
-        top = std::max(top, xs[a * inner]);
+        top = gradc::maximum(top, xs[a * inner]);
       if (top == -std::numeric_limits<T>::infinity())
         top = T(0);
       T sum = 0;
@@ -608,7 +636,7 @@ void logSumExp(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
       const T *xs = x + o * n * inner + i;
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < n; ++a)
-        top = std::max(top, xs[a * inner]);
+        top = gradc::maximum(top, xs[a * inner]);
       if (top == std::numeric_limits<T>::infinity() ||
           top == -std::numeric_limits<T>::infinity()) {
         y[o * inner + i] = top;

@@ -37,6 +37,7 @@
 #include "gradc/Emit/EmitCpp.h"
 
 #include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/SizeChecks.h"
 #include "gradc/Ops/Attr.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -1373,6 +1374,25 @@ void FunctionEmitter::emitPrologue() {
       sizeChecks.push_back(p.name + " < 0");
   if (!sizeChecks.empty()) {
     line("if (" + llvm::join(sizeChecks, " || ") + ")");
+    line("  return GRADC_ERROR_SIZE;");
+  }
+  // Element counts that could wrap (SizeChecks.h), once the sizes are
+  // known to be non-negative.
+  ExprP overflows;
+  for (const SizeProduct &p : sizeProductsToCheck(fn)) {
+    std::vector<std::string> factors;
+    for (const std::string &name : p.names)
+      factors.push_back(sizeNames.lookup(name));
+    if (p.constant != 1)
+      factors.push_back(std::to_string(p.constant));
+    ExprP check = atom("gradc::countOverflows({" + llvm::join(factors, ", ") +
+                       "})");
+    overflows = overflows ? binary("||", overflows, check) : check;
+  }
+  if (overflows) {
+    line("if (" +
+         Printer(LoopMap()).format(overflows, indent + 4, lineLimit - 1) +
+         ")");
     line("  return GRADC_ERROR_SIZE;");
   }
   if (!slots.empty()) {

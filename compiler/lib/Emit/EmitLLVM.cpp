@@ -29,6 +29,7 @@
 #include "gradc/Emit/EmitLLVM.h"
 
 #include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/SizeChecks.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -210,6 +211,7 @@ private:
                llvm::function_ref<void(llvm::ArrayRef<llvm::Value *>)> body,
                llvm::StringRef prefix = "i");
   void failIf(llvm::Value *cond, Status status);
+  void checkElementCounts();
 
   // Memory.
   llvm::Value *allocTemp(const TensorType &type, const llvm::Twine &name);
@@ -480,6 +482,32 @@ void FunctionLowering::failIf(llvm::Value *cond, Status status) {
   b.CreateStore(b.getInt32(status), statusSlot);
   b.CreateBr(exitBlock);
   b.SetInsertPoint(cont);
+}
+
+/// Returns GRADC_ERROR_SIZE when the element count of a tensor of the
+/// function exceeds INT64_MAX (SizeChecks.h): the product of the factors,
+/// unless one is 0, computed with llvm.umul.with.overflow. Every later
+/// index (nuw arithmetic) is below one of these counts.
+void FunctionLowering::checkElementCounts() {
+  for (const SizeProduct &p : sizeProductsToCheck(fn)) {
+    llvm::SmallVector<llvm::Value *, 4> factors;
+    for (const std::string &name : p.names)
+      factors.push_back(sizes.lookup(name));
+    if (p.constant != 1)
+      factors.push_back(i64(p.constant));
+    llvm::Value *anyZero = b.getFalse(), *over = b.getFalse();
+    llvm::Value *product = i64(1);
+    for (llvm::Value *f : factors) {
+      anyZero = b.CreateOr(anyZero, b.CreateICmpEQ(f, i64(0)));
+      llvm::Value *mul = b.CreateBinaryIntrinsic(
+          llvm::Intrinsic::umul_with_overflow, product, f);
+      over = b.CreateOr(over, b.CreateExtractValue(mul, 1));
+      product = b.CreateExtractValue(mul, 0);
+    }
+    // Above INT64_MAX as an unsigned product: the sign bit.
+    over = b.CreateOr(over, b.CreateICmpSLT(product, i64(0)));
+    failIf(b.CreateAnd(over, b.CreateNot(anyZero)), StatusSize);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1691,6 +1719,7 @@ void FunctionLowering::run() {
     sizes[name] = size;
     failIf(b.CreateICmpSLT(size, i64(0)), StatusSize);
   }
+  checkElementCounts();
   for (const ir::Value *p : fn.getParams()) {
     llvm::Value *a = &*arg++;
     if (p->getType().isScalar())

@@ -131,6 +131,24 @@ inline bool bindSize(int64_t &size, int64_t dim) {
   return size == dim;
 }
 
+/// Whether the product of `factors` (non-negative sizes) exceeds INT64_MAX,
+/// so that no tensor with those dimensions exists and index arithmetic
+/// over it would wrap. A factor 0 makes the product 0, whatever the
+/// others. Generated functions check the element count of every tensor
+/// they touch with it before anything else (GRADC_ERROR_SIZE).
+inline bool countOverflows(std::initializer_list<int64_t> factors) {
+  for (int64_t f : factors)
+    if (f == 0)
+      return false;
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (product > std::numeric_limits<int64_t>::max() / f)
+      return true;
+    product *= f;
+  }
+  return false;
+}
+
 //===----------------------------------------------------------------------===//
 // Temporaries
 //===----------------------------------------------------------------------===//

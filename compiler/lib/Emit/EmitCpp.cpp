@@ -447,6 +447,11 @@ ExprP literal(DType dtype, double v) {
   llvm_unreachable("unknown dtype");
 }
 
+/// A double expression rounded to float.
+std::string narrowed(const std::string &e) {
+  return "static_cast<float>(" + e + ")";
+}
+
 //===----------------------------------------------------------------------===//
 // Op classification
 //===----------------------------------------------------------------------===//
@@ -1497,12 +1502,14 @@ void FunctionEmitter::emitWithReductions(
     LinearForm dst;
     std::vector<int64_t> axes;
     Product count;
+    /// An f32 sum into a scalar: the double local it accumulates in.
+    std::string wideAcc;
   };
   std::vector<Fused> fused;
   std::vector<int> barrier;
   for (const ir::Op *r : reductions) {
     fusedReductions.insert(r);
-    Fused f{r, {}, r->getAttrs().getInts("axis"), Product()};
+    Fused f{r, {}, r->getAttrs().getInts("axis"), Product(), ""};
     Shape kept;
     Index keptIdx;
     for (size_t d = 0; d < rank; ++d) {
@@ -1523,11 +1530,16 @@ void FunctionEmitter::emitWithReductions(
   for (const Fused &f : fused)
     forms.push_back(&f.dst);
   // Initialise each result, under the comment of its own op.
-  for (const Fused &f : fused) {
+  for (Fused &f : fused) {
     const ir::Value *r = f.op->getResult();
     comment(*f.op);
     std::string init = reductionInit(*f.op);
     if (info[r].storage == Storage::Scalar) {
+      if (r->getType().dtype == DType::F32 && f.op->getKind() != OpKind::Max) {
+        f.wideAcc = scope.claim("acc");
+        line("double " + f.wideAcc + " = 0.0;");
+        continue;
+      }
       line(typeName(r) + " " + info[r].name + " = " + init + ";");
       continue;
     }
@@ -1563,7 +1575,8 @@ void FunctionEmitter::emitWithReductions(
   for (const Fused &f : fused) {
     const ir::Value *r = f.op->getResult();
     std::string target =
-        info[r].storage == Storage::Scalar
+        !f.wideAcc.empty() ? f.wideAcc
+        : info[r].storage == Storage::Scalar
             ? info[r].name
             : info[r].name + "[" + accessIndex(f.dst, map) + "]";
     if (f.op->getKind() == OpKind::Max)
@@ -1578,9 +1591,16 @@ void FunctionEmitter::emitWithReductions(
   indent = saved;
   checkDivision();
   for (const Fused &f : fused) {
+    const ir::Value *r = f.op->getResult();
+    if (!f.wideAcc.empty()) {
+      std::string total = f.wideAcc;
+      if (f.op->getKind() == OpKind::Mean)
+        total += " / " + countAsFloat(f.count, DType::F64);
+      line("float " + info[r].name + " = " + narrowed(total) + ";");
+      continue;
+    }
     if (f.op->getKind() != OpKind::Mean)
       continue;
-    const ir::Value *r = f.op->getResult();
     std::string divisor = countAsFloat(f.count, r->getType().dtype);
     if (info[r].storage == Storage::Scalar) {
       line(info[r].name + " /= " + divisor + ";");
@@ -1691,6 +1711,11 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
     return e;
   };
   std::string accOp = isMax || isInt ? "=" : "+=";
+  // f32 sums accumulate in a double local where they run in one (all axes
+  // reduced, or the innermost ones) and round once: a float accumulator
+  // stops growing at 2^24 (docs/CppBackend.md, "Sums").
+  bool wide = dtype == DType::F32 && !isMax;
+  std::string accInit = wide ? "0.0" : init;
   LoopMap map;
   map.var.resize(rank);
   for (size_t g = 0; g < groups.size(); ++g)
@@ -1717,14 +1742,21 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
   };
 
   if (v->getType().isScalar()) {
-    // Everything is reduced: the result is the accumulator.
-    line(type + " " + vi.name + " = " + init + ";");
+    // Everything is reduced: the result is the accumulator, or for an f32
+    // sum a double accumulator rounded once at the end.
+    std::string acc = wide ? scope.claim("acc") : vi.name;
+    line((wide ? "double" : type) + " " + acc + " = " + accInit + ";");
     unsigned saved = indent;
     for (size_t g = 0; g < groups.size(); ++g)
       openLoop(g);
-    statement(vi.name, accOp, combine(vi.name, element), map);
+    statement(acc, accOp, combine(acc, element), map);
     indent = saved;
-    if (isMean)
+    if (wide)
+      line(type + " " + vi.name + " = " +
+           narrowed(isMean ? acc + " / " + countAsFloat(count, DType::F64)
+                           : acc) +
+           ";");
+    else if (isMean)
       line(vi.name + " /= " + countAsFloat(count, dtype) + ";");
     return;
   }
@@ -1747,20 +1779,23 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
     // the function's own scope when no loop encloses it, so it needs a
     // name of its own there).
     std::string accName = firstInner == 0 ? scope.claim("acc") : this->accName;
-    line(type + " " + accName + " = " + init + ";");
+    line((wide ? "double" : type) + " " + accName + " = " + accInit + ";");
     unsigned inner = indent;
     for (size_t g = firstInner; g < groups.size(); ++g)
       openLoop(g);
     statement(accName, accOp, combine(accName, element), map);
     indent = inner;
-    ExprP total = atom(accName);
+    ExprP total = atom(wide ? narrowed(accName) : accName);
     if (outerReduced)
       statement(dstText, accOp, combine(dstText, total), map);
     else if (isMean)
-      line(dstText + " = " + accName + " / " + countAsFloat(count, dtype) +
+      line(dstText + " = " +
+           (wide ? narrowed(accName + " / " +
+                            countAsFloat(count, DType::F64))
+                 : accName + " / " + countAsFloat(count, dtype)) +
            ";");
     else
-      line(dstText + " = " + accName + ";");
+      line(dstText + " = " + (wide ? narrowed(accName) : accName) + ";");
     if (braces) {
       indent -= 2;
       line("}");
@@ -2047,11 +2082,14 @@ void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
   line(type + " " + topName + " = -std::numeric_limits<" + type +
        ">::infinity();");
   reducedLoops(topName, "=", call("gradc::maximum", {top, element}));
-  line(type + " " + accName + " = " +
-       Printer(LoopMap()).flat(literal(dtype, 0)) + ";");
+  bool wide = dtype == DType::F32;
+  line((wide ? "double " : type + " ") + accName + " = " +
+       Printer(LoopMap()).flat(literal(wide ? DType::F64 : dtype, 0)) + ";");
   reducedLoops(accName, "+=", call("gradc::exp", {binary("-", element, top)}));
   ExprP lse = cond(call("std::isinf", {top}), top,
-                   binary("+", top, call("gradc::log", {atom(accName)})));
+                   binary("+", top,
+                          call("gradc::log",
+                               {atom(wide ? narrowed(accName) : accName)})));
   statement(info[v].name + "[" + accessIndex(dst, map) + "]", "=", lse, map);
   indent -= 2;
   line("}");

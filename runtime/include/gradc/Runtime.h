@@ -597,6 +597,13 @@ inline void matmul(const double *a, Transpose ta, const double *b, Transpose tb,
 // (o, a, i) is at (o * n + a) * inner + i.
 //===----------------------------------------------------------------------===//
 
+namespace detail {
+/// f32 sums accumulate in double (a float accumulator stops growing at
+/// 2^24); f64 in double.
+template <typename T> struct SumOf { using type = T; };
+template <> struct SumOf<float> { using type = double; };
+} // namespace detail
+
 /// y = x - logsumexp(x) along the axis, computed stably (max subtracted).
 template <typename T>
 void logSoftmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
@@ -610,10 +617,10 @@ void logSoftmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
         top = gradc::maximum(top, xs[a * inner]);
       if (top == -std::numeric_limits<T>::infinity())
         top = T(0); // every entry -inf: keep -inf - (-inf) from being NaN
-      T sum = 0;
+      typename detail::SumOf<T>::type sum = 0;
       for (int64_t a = 0; a < n; ++a)
         sum += gradc::exp(xs[a * inner] - top);
-      T shift = top + gradc::log(sum);
+      T shift = top + gradc::log(static_cast<T>(sum));
       for (int64_t a = 0; a < n; ++a)
         ys[a * inner] = xs[a * inner] - shift;
     }
@@ -633,12 +640,12 @@ void softmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
         top = gradc::maximum(top, xs[a * inner]);
       if (top == -std::numeric_limits<T>::infinity())
         top = T(0);
-      T sum = 0;
+      typename detail::SumOf<T>::type sum = 0;
       for (int64_t a = 0; a < n; ++a) {
         ys[a * inner] = gradc::exp(xs[a * inner] - top);
         sum += ys[a * inner];
       }
-      T scale = T(1) / sum;
+      T scale = static_cast<T>(1 / sum);
       for (int64_t a = 0; a < n; ++a)
         ys[a * inner] *= scale;
     }
@@ -660,10 +667,10 @@ void logSumExp(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
         y[o * inner + i] = top;
         continue;
       }
-      T sum = 0;
+      typename detail::SumOf<T>::type sum = 0;
       for (int64_t a = 0; a < n; ++a)
         sum += gradc::exp(xs[a * inner] - top);
-      y[o * inner + i] = top + gradc::log(sum);
+      y[o * inner + i] = top + gradc::log(static_cast<T>(sum));
     }
   }
 }

@@ -36,6 +36,7 @@
 
 #include "gradc/Emit/EmitCpp.h"
 
+#include "gradc/Emit/FusionDepth.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
 #include "gradc/Ops/Attr.h"
@@ -682,11 +683,17 @@ private:
   std::string lastComment;
   /// Reductions already computed in the loop of their operand.
   llvm::SmallPtrSet<const ir::Op *, 4> fusedReductions;
+  /// The sum, mean and max ops reading each value, in op order.
+  llvm::DenseMap<const ir::Value *, llvm::SmallVector<const ir::Op *, 1>>
+      reductionsOf;
 };
 
 //===--- Planning ---------------------------------------------------------===//
 
 void FunctionEmitter::countUses() {
+  for (const auto &op : fn.getOps())
+    if (isFusedReduction(op->getKind()))
+      reductionsOf[op->getOperand(0)].push_back(op.get());
   for (const ir::Value *p : fn.getParams()) {
     Info &i = info[p];
     i.isParam = true;
@@ -1478,13 +1485,11 @@ void FunctionEmitter::emitElementwiseRoot(const ir::Value *v) {
 std::vector<const ir::Op *>
 FunctionEmitter::reductionsToFuse(const ir::Value *v) {
   std::vector<const ir::Op *> found;
-  for (const auto &op : fn.getOps()) {
-    if (!isFusedReduction(op->getKind()) || op->getOperand(0) != v)
-      continue;
+  for (const ir::Op *op : reductionsOf.lookup(v)) {
     const Info &r = info[op->getResult()];
     if (!r.isRoot || (r.storage != Storage::Scalar && r.output < 0))
       continue;
-    found.push_back(op.get());
+    found.push_back(op);
   }
   return found;
 }
@@ -2261,6 +2266,11 @@ void FunctionEmitter::run() {
       sizeNames[p.sourceName] = p.name;
   countUses();
   decideStorage();
+  // No fused expression deeper than FusionDepth.h allows.
+  for (const ir::Value *v : valuesToMaterialize(fn, [&](const ir::Value *v) {
+         return info[v].storage == Storage::Inline;
+       }))
+    makeRoot(v);
   requirePointers();
   // A reshape or slice of a returned or kernel-read value stays an alias.
   nameValues();

@@ -28,6 +28,7 @@
 
 #include "gradc/Emit/EmitLLVM.h"
 
+#include "gradc/Emit/FusionDepth.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
 
@@ -351,6 +352,10 @@ void FunctionLowering::plan() {
         }))
       inlined.insert(v);
   }
+  // No fused expression deeper than FusionDepth.h allows.
+  for (const ir::Value *v : valuesToMaterialize(
+           fn, [&](const ir::Value *v) { return inlined.contains(v); }))
+    inlined.erase(v);
   // A returned value computed by an op that writes memory is written
   // straight into its (first) output buffer.
   for (auto [i, v] : llvm::enumerate(fn.getReturns())) {

@@ -554,13 +554,22 @@ void FunctionLowering::checkElementCounts() {
       factors.push_back(sizes.lookup(name));
     if (p.constant != 1)
       factors.push_back(i64(p.constant));
-    llvm::Value *anyZero = b.getFalse(), *over = b.getFalse();
-    llvm::Value *product = i64(1);
-    for (llvm::Value *f : factors) {
-      anyZero = b.CreateOr(anyZero, b.CreateICmpEQ(f, i64(0)));
+    // (A constant factor is never 0: SizeChecks skips those counts.)
+    llvm::Value *anyZero = nullptr;
+    for (llvm::Value *f : factors)
+      if (!llvm::isa<llvm::ConstantInt>(f)) {
+        llvm::Value *zero = b.CreateICmpEQ(f, i64(0));
+        anyZero = anyZero ? b.CreateOr(anyZero, zero) : zero;
+      }
+    if (!anyZero)
+      anyZero = b.getFalse();
+    llvm::Value *over = nullptr;
+    llvm::Value *product = factors[0];
+    for (llvm::Value *f : llvm::ArrayRef(factors).drop_front()) {
       llvm::Value *mul = b.CreateBinaryIntrinsic(
           llvm::Intrinsic::umul_with_overflow, product, f);
-      over = b.CreateOr(over, b.CreateExtractValue(mul, 1));
+      llvm::Value *bit = b.CreateExtractValue(mul, 1);
+      over = over ? b.CreateOr(over, bit) : bit;
       product = b.CreateExtractValue(mul, 0);
     }
     // Above INT64_MAX as an unsigned product: the sign bit.

@@ -1397,14 +1397,13 @@ void FunctionEmitter::emitPrologue() {
       factors.push_back(sizeNames.lookup(name));
     if (p.constant != 1)
       factors.push_back(std::to_string(p.constant));
-    ExprP check = atom("gradc::countOverflows({" + llvm::join(factors, ", ") +
-                       "})");
+    ExprP check =
+        atom("gradc::countOverflows({" + llvm::join(factors, ", ") + "})");
     overflows = overflows ? binary("||", overflows, check) : check;
   }
   if (overflows) {
     line("if (" +
-         Printer(LoopMap()).format(overflows, indent + 4, lineLimit - 1) +
-         ")");
+         Printer(LoopMap()).format(overflows, indent + 4, lineLimit - 1) + ")");
     line("  return GRADC_ERROR_SIZE;");
   }
   if (!slots.empty()) {
@@ -1795,8 +1794,7 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
       statement(dstText, accOp, combine(dstText, total), map);
     else if (isMean)
       line(dstText + " = " +
-           (wide ? narrowed(accName + " / " +
-                            countAsFloat(count, DType::F64))
+           (wide ? narrowed(accName + " / " + countAsFloat(count, DType::F64))
                  : accName + " / " + countAsFloat(count, dtype)) +
            ";");
     else
@@ -2091,10 +2089,10 @@ void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
   line((wide ? "double " : type + " ") + accName + " = " +
        Printer(LoopMap()).flat(literal(wide ? DType::F64 : dtype, 0)) + ";");
   reducedLoops(accName, "+=", call("gradc::exp", {binary("-", element, top)}));
-  ExprP lse = cond(call("std::isinf", {top}), top,
-                   binary("+", top,
-                          call("gradc::log",
-                               {atom(wide ? narrowed(accName) : accName)})));
+  ExprP lse = cond(
+      call("std::isinf", {top}), top,
+      binary("+", top,
+             call("gradc::log", {atom(wide ? narrowed(accName) : accName)})));
   statement(info[v].name + "[" + accessIndex(dst, map) + "]", "=", lse, map);
   indent -= 2;
   line("}");

@@ -38,6 +38,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/Analysis/LoopInfo.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -50,12 +52,10 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
-#include "llvm/Transforms/Utils/BasicBlockUtils.h"
-#include "llvm/Transforms/Utils/CodeExtractor.h"
-#include "llvm/Analysis/LoopInfo.h"
-#include "llvm/IR/Dominators.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
+#include "llvm/Transforms/Utils/BasicBlockUtils.h"
+#include "llvm/Transforms/Utils/CodeExtractor.h"
 
 #include <cmath>
 #include <functional>
@@ -446,7 +446,7 @@ llvm::Value *FunctionLowering::product(llvm::ArrayRef<llvm::Value *> values,
                                        llvm::IRBuilder<> &at) {
   llvm::Value *p = nullptr;
   for (llvm::Value *v : values)
-    p = !p                ? v
+    p = !p                 ? v
         : isConstant(v, 1) ? p
         : isConstant(p, 1) ? v
                            : at.CreateNUWMul(p, v);
@@ -619,8 +619,7 @@ llvm::Value *FunctionLowering::allocTemp(const TensorType &type,
   }
   SizeProduct count = countOf(type.shape);
   auto fits = [&](const HeapSlot &slot) {
-    if (slot.busy || slot.dtype != type.dtype ||
-        slot.size.names != count.names)
+    if (slot.busy || slot.dtype != type.dtype || slot.size.names != count.names)
       return false;
     return count.names.empty() ? slot.size.constant >= count.constant
                                : slot.size.constant == count.constant;
@@ -1068,8 +1067,8 @@ llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
     // would otherwise rewrite pow(2.0, y) as exp2(y) and pow(x, 0.5) as
     // sqrt, whose results differ from pow's in the last bit, and the
     // interpreter calls pow (docs/LLVMBackend.md: bit for bit).
-    llvm::CallInst *call = b.CreateCall(ml.getLibm2("pow", w->getType()),
-                                        {w, widen(t, args[1])});
+    llvm::CallInst *call =
+        b.CreateCall(ml.getLibm2("pow", w->getType()), {w, widen(t, args[1])});
     call->addFnAttr(llvm::Attribute::NoBuiltin);
     r = call;
     break;

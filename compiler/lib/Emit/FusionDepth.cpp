@@ -15,9 +15,10 @@
 using namespace gradc;
 using namespace gradc::emit;
 
-std::vector<const ir::Value *> emit::valuesToMaterialize(
-    const ir::Function &fn,
-    llvm::function_ref<bool(const ir::Value *)> isInlined, unsigned maxDepth) {
+std::vector<const ir::Value *>
+emit::valuesToMaterialize(const ir::Function &fn,
+                          llvm::function_ref<bool(const ir::Value *)> isInlined,
+                          unsigned maxDepth) {
   // depth(v) = 1 + max depth of v's inlined operands, for an inlined v;
   // materialised values (and parameters) are 0.
   llvm::DenseMap<const ir::Value *, unsigned> depth;

@@ -161,7 +161,8 @@ const char *const macroNames[] = {
 bool isMacroName(llvm::StringRef name) {
   auto less = [](const char *a, llvm::StringRef b) { return b.compare(a) > 0; };
   const char *const *end = std::end(macroNames);
-  const char *const *it = std::lower_bound(std::begin(macroNames), end, name, less);
+  const char *const *it =
+      std::lower_bound(std::begin(macroNames), end, name, less);
   return it != end && name == *it;
 }
 

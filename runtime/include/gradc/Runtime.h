@@ -600,8 +600,12 @@ inline void matmul(const double *a, Transpose ta, const double *b, Transpose tb,
 namespace detail {
 /// f32 sums accumulate in double (a float accumulator stops growing at
 /// 2^24); f64 in double.
-template <typename T> struct SumOf { using type = T; };
-template <> struct SumOf<float> { using type = double; };
+template <typename T> struct SumOf {
+  using type = T;
+};
+template <> struct SumOf<float> {
+  using type = double;
+};
 } // namespace detail
 
 /// y = x - logsumexp(x) along the axis, computed stably (max subtracted).

@@ -1,4 +1,4 @@
-//===- FusionDepth.h - A bound on the depth of fused expressions -*- C++ -*-===//
+//===- FusionDepth.h - A bound on the depth of fused code -------*- C++ -*-===//
 //
 // Both backends compute an elementwise value with one use inside the loop of
 // its user (fusion), so a chain of n elementwise lets becomes one

@@ -67,6 +67,9 @@ if os.path.basename(ninja) != "ninja":
 if ninja:
     config.available_features.add("ninja")
     config.substitutions.append(("%ninja", ninja))
+for tool in ("g++-12", "clang++-19", "gcc-12", "clang-19"):
+    if shutil.which(tool):
+        config.available_features.add(tool)
 if config.gradc_build_examples.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("examples")
 

@@ -36,7 +36,9 @@
 
 #include "gradc/Emit/EmitCpp.h"
 
+#include "gradc/Emit/FusionDepth.h"
 #include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/SizeChecks.h"
 #include "gradc/Ops/Attr.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -447,6 +449,11 @@ ExprP literal(DType dtype, double v) {
   llvm_unreachable("unknown dtype");
 }
 
+/// A double expression rounded to float.
+std::string narrowed(const std::string &e) {
+  return "static_cast<float>(" + e + ")";
+}
+
 //===----------------------------------------------------------------------===//
 // Op classification
 //===----------------------------------------------------------------------===//
@@ -693,11 +700,17 @@ private:
   std::string lastComment;
   /// Reductions already computed in the loop of their operand.
   llvm::SmallPtrSet<const ir::Op *, 4> fusedReductions;
+  /// The sum, mean and max ops reading each value, in op order.
+  llvm::DenseMap<const ir::Value *, llvm::SmallVector<const ir::Op *, 1>>
+      reductionsOf;
 };
 
 //===--- Planning ---------------------------------------------------------===//
 
 void FunctionEmitter::countUses() {
+  for (const auto &op : fn.getOps())
+    if (isFusedReduction(op->getKind()))
+      reductionsOf[op->getOperand(0)].push_back(op.get());
   for (const ir::Value *p : fn.getParams()) {
     Info &i = info[p];
     i.isParam = true;
@@ -750,7 +763,10 @@ void FunctionEmitter::decideStorage() {
       Info &i = info[v];
       bool scalar = v->getType().isScalar();
       bool returned = llvm::is_contained(fn.getReturns(), v);
-      if (k == OpKind::Reshape) {
+      if (k == OpKind::Reshape && scalar) {
+        // reshape(x, []): the one element, read into a scalar local.
+        i.storage = Storage::Scalar;
+      } else if (k == OpKind::Reshape) {
         i.storage = Storage::Pointer;
         i.isAlias = true;
       } else if (isSplatConstant(op) || isIndexMap(k)) {
@@ -1120,7 +1136,10 @@ ExprP FunctionEmitter::opExpr(const ir::Op &op, unsigned result,
     return cond(hit, literal(type.dtype, 1), literal(type.dtype, 0));
   }
   case OpKind::Reshape:
-    // The operand is contiguous: the same flat offset.
+    // A scalar operand is its one element; any other operand is
+    // contiguous: the same flat offset.
+    if (info[x].storage == Storage::Scalar)
+      return valueExpr(x, Index());
     return access(pointerOf(x), rowMajorForm(type.shape, idx));
   case OpKind::Transpose: {
     const std::vector<int64_t> &perm = op.getAttrs().getInts("perm");
@@ -1216,9 +1235,9 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
     return call("std::pow", a);
   }
   case OpKind::Maximum:
-    return call("std::max", a);
+    return call("gradc::maximum", a);
   case OpKind::Minimum:
-    return call("std::min", a);
+    return call("gradc::minimum", a);
   case OpKind::Less:
     return binary("<", a[0], a[1]);
   case OpKind::LessEqual:
@@ -1387,6 +1406,24 @@ void FunctionEmitter::emitPrologue() {
     line("if (" + llvm::join(sizeChecks, " || ") + ")");
     line("  return GRADC_ERROR_SIZE;");
   }
+  // Element counts that could wrap (SizeChecks.h), once the sizes are
+  // known to be non-negative.
+  ExprP overflows;
+  for (const SizeProduct &p : sizeProductsToCheck(fn)) {
+    std::vector<std::string> factors;
+    for (const std::string &name : p.names)
+      factors.push_back(sizeNames.lookup(name));
+    if (p.constant != 1)
+      factors.push_back(std::to_string(p.constant));
+    ExprP check =
+        atom("gradc::countOverflows({" + llvm::join(factors, ", ") + "})");
+    overflows = overflows ? binary("||", overflows, check) : check;
+  }
+  if (overflows) {
+    line("if (" +
+         Printer(LoopMap()).format(overflows, indent + 4, lineLimit - 1) + ")");
+    line("  return GRADC_ERROR_SIZE;");
+  }
   if (!slots.empty()) {
     if (!afterBrace())
       out += "\n";
@@ -1465,13 +1502,11 @@ void FunctionEmitter::emitElementwiseRoot(const ir::Value *v) {
 std::vector<const ir::Op *>
 FunctionEmitter::reductionsToFuse(const ir::Value *v) {
   std::vector<const ir::Op *> found;
-  for (const auto &op : fn.getOps()) {
-    if (!isFusedReduction(op->getKind()) || op->getOperand(0) != v)
-      continue;
+  for (const ir::Op *op : reductionsOf.lookup(v)) {
     const Info &r = info[op->getResult()];
     if (!r.isRoot || (r.storage != Storage::Scalar && r.output < 0))
       continue;
-    found.push_back(op.get());
+    found.push_back(op);
   }
   return found;
 }
@@ -1489,12 +1524,14 @@ void FunctionEmitter::emitWithReductions(
     LinearForm dst;
     std::vector<int64_t> axes;
     Product count;
+    /// An f32 sum into a scalar: the double local it accumulates in.
+    std::string wideAcc;
   };
   std::vector<Fused> fused;
   std::vector<int> barrier;
   for (const ir::Op *r : reductions) {
     fusedReductions.insert(r);
-    Fused f{r, {}, r->getAttrs().getInts("axis"), Product()};
+    Fused f{r, {}, r->getAttrs().getInts("axis"), Product(), ""};
     Shape kept;
     Index keptIdx;
     for (size_t d = 0; d < rank; ++d) {
@@ -1515,11 +1552,16 @@ void FunctionEmitter::emitWithReductions(
   for (const Fused &f : fused)
     forms.push_back(&f.dst);
   // Initialise each result, under the comment of its own op.
-  for (const Fused &f : fused) {
+  for (Fused &f : fused) {
     const ir::Value *r = f.op->getResult();
     comment(*f.op);
     std::string init = reductionInit(*f.op);
     if (info[r].storage == Storage::Scalar) {
+      if (r->getType().dtype == DType::F32 && f.op->getKind() != OpKind::Max) {
+        f.wideAcc = scope.claim("acc");
+        line("double " + f.wideAcc + " = 0.0;");
+        continue;
+      }
       line(typeName(r) + " " + info[r].name + " = " + init + ";");
       continue;
     }
@@ -1555,11 +1597,12 @@ void FunctionEmitter::emitWithReductions(
   for (const Fused &f : fused) {
     const ir::Value *r = f.op->getResult();
     std::string target =
-        info[r].storage == Storage::Scalar
+        !f.wideAcc.empty() ? f.wideAcc
+        : info[r].storage == Storage::Scalar
             ? info[r].name
             : info[r].name + "[" + accessIndex(f.dst, map) + "]";
     if (f.op->getKind() == OpKind::Max)
-      line(target + " = std::max(" + target + ", " + element + ");");
+      line(target + " = gradc::maximum(" + target + ", " + element + ");");
     else if (r->getType().dtype == DType::I32)
       line(target + " = gradc::wrapAdd(" + target + ", " + element + ");");
     else
@@ -1570,9 +1613,16 @@ void FunctionEmitter::emitWithReductions(
   indent = saved;
   checkDivision();
   for (const Fused &f : fused) {
+    const ir::Value *r = f.op->getResult();
+    if (!f.wideAcc.empty()) {
+      std::string total = f.wideAcc;
+      if (f.op->getKind() == OpKind::Mean)
+        total += " / " + countAsFloat(f.count, DType::F64);
+      line("float " + info[r].name + " = " + narrowed(total) + ";");
+      continue;
+    }
     if (f.op->getKind() != OpKind::Mean)
       continue;
-    const ir::Value *r = f.op->getResult();
     std::string divisor = countAsFloat(f.count, r->getType().dtype);
     if (info[r].storage == Storage::Scalar) {
       line(info[r].name + " /= " + divisor + ";");
@@ -1677,12 +1727,17 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
 
   auto combine = [&](const std::string &acc, ExprP e) -> ExprP {
     if (isMax)
-      return call("std::max", {atom(acc), e});
+      return call("gradc::maximum", {atom(acc), e});
     if (isInt)
       return call("gradc::wrapAdd", {atom(acc), e});
     return e;
   };
   std::string accOp = isMax || isInt ? "=" : "+=";
+  // f32 sums accumulate in a double local where they run in one (all axes
+  // reduced, or the innermost ones) and round once: a float accumulator
+  // stops growing at 2^24 (docs/CppBackend.md, "Sums").
+  bool wide = dtype == DType::F32 && !isMax;
+  std::string accInit = wide ? "0.0" : init;
   LoopMap map;
   map.var.resize(rank);
   for (size_t g = 0; g < groups.size(); ++g)
@@ -1709,14 +1764,21 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
   };
 
   if (v->getType().isScalar()) {
-    // Everything is reduced: the result is the accumulator.
-    line(type + " " + vi.name + " = " + init + ";");
+    // Everything is reduced: the result is the accumulator, or for an f32
+    // sum a double accumulator rounded once at the end.
+    std::string acc = wide ? scope.claim("acc") : vi.name;
+    line((wide ? "double" : type) + " " + acc + " = " + accInit + ";");
     unsigned saved = indent;
     for (size_t g = 0; g < groups.size(); ++g)
       openLoop(g);
-    statement(vi.name, accOp, combine(vi.name, element), map);
+    statement(acc, accOp, combine(acc, element), map);
     indent = saved;
-    if (isMean)
+    if (wide)
+      line(type + " " + vi.name + " = " +
+           narrowed(isMean ? acc + " / " + countAsFloat(count, DType::F64)
+                           : acc) +
+           ";");
+    else if (isMean)
       line(vi.name + " /= " + countAsFloat(count, dtype) + ";");
     return;
   }
@@ -1739,20 +1801,22 @@ void FunctionEmitter::emitReduction(const ir::Op &op) {
     // the function's own scope when no loop encloses it, so it needs a
     // name of its own there).
     std::string accName = firstInner == 0 ? scope.claim("acc") : this->accName;
-    line(type + " " + accName + " = " + init + ";");
+    line((wide ? "double" : type) + " " + accName + " = " + accInit + ";");
     unsigned inner = indent;
     for (size_t g = firstInner; g < groups.size(); ++g)
       openLoop(g);
     statement(accName, accOp, combine(accName, element), map);
     indent = inner;
-    ExprP total = atom(accName);
+    ExprP total = atom(wide ? narrowed(accName) : accName);
     if (outerReduced)
       statement(dstText, accOp, combine(dstText, total), map);
     else if (isMean)
-      line(dstText + " = " + accName + " / " + countAsFloat(count, dtype) +
+      line(dstText + " = " +
+           (wide ? narrowed(accName + " / " + countAsFloat(count, DType::F64))
+                 : accName + " / " + countAsFloat(count, dtype)) +
            ";");
     else
-      line(dstText + " = " + accName + ";");
+      line(dstText + " = " + (wide ? narrowed(accName) : accName) + ";");
     if (braces) {
       indent -= 2;
       line("}");
@@ -1966,7 +2030,7 @@ void FunctionEmitter::emitKernel(const ir::Op &op) {
 ///     float top = -std::numeric_limits<float>::infinity();
 ///     for (int64_t i = 0; i < 2; ++i)
 ///       for (int64_t k = 0; k < 4; ++k)
-///         top = std::max(top, x[i * 12 + j * 4 + k]);
+///         top = gradc::maximum(top, x[i * 12 + j * 4 + k]);
 ///     float acc = 0.0f;
 ///     ... acc += gradc::exp(x[i * 12 + j * 4 + k] - top); ...
 ///     out[j] = std::isinf(top) ? top : top + gradc::log(acc);
@@ -2038,12 +2102,15 @@ void FunctionEmitter::emitLogSumExpLoops(const ir::Op &op) {
   ExprP top = atom(topName);
   line(type + " " + topName + " = -std::numeric_limits<" + type +
        ">::infinity();");
-  reducedLoops(topName, "=", call("std::max", {top, element}));
-  line(type + " " + accName + " = " +
-       Printer(LoopMap()).flat(literal(dtype, 0)) + ";");
+  reducedLoops(topName, "=", call("gradc::maximum", {top, element}));
+  bool wide = dtype == DType::F32;
+  line((wide ? "double " : type + " ") + accName + " = " +
+       Printer(LoopMap()).flat(literal(wide ? DType::F64 : dtype, 0)) + ";");
   reducedLoops(accName, "+=", call("gradc::exp", {binary("-", element, top)}));
-  ExprP lse = cond(call("std::isinf", {top}), top,
-                   binary("+", top, call("gradc::log", {atom(accName)})));
+  ExprP lse = cond(
+      call("std::isinf", {top}), top,
+      binary("+", top,
+             call("gradc::log", {atom(wide ? narrowed(accName) : accName)})));
   statement(info[v].name + "[" + accessIndex(dst, map) + "]", "=", lse, map);
   indent -= 2;
   line("}");
@@ -2242,6 +2309,11 @@ void FunctionEmitter::run() {
       sizeNames[p.sourceName] = p.name;
   countUses();
   decideStorage();
+  // No fused expression deeper than FusionDepth.h allows.
+  for (const ir::Value *v : valuesToMaterialize(fn, [&](const ir::Value *v) {
+         return info[v].storage == Storage::Inline;
+       }))
+    makeRoot(v);
   requirePointers();
   // A reshape or slice of a returned or kernel-read value stays an alias.
   nameValues();

@@ -147,6 +147,41 @@ bool bindSizes(const ir::Function &fn, llvm::ArrayRef<ir::Tensor> args,
   return true;
 }
 
+/// `gradc run` and `gradc check` hold every result in the interpreter's
+/// tensors and print it, so a call whose function makes a tensor above the
+/// interpreter's limit (maxInterpreterElements) is refused on every
+/// backend, before anything is allocated, with the interpreter's error:
+/// `sum(one_hot(i, 4294967296))` fails alike on interp, llvm and cpp
+/// (docs/CLI.md), and a result too large for memory is an error, never an
+/// abort ("LLVM ERROR: out of memory").
+bool checkRunLimit(const ir::Function &fn,
+                   const llvm::StringMap<int64_t> &sizes, std::string &error) {
+  auto tooLarge = [&](const TensorType &type, llvm::StringRef what) {
+    std::vector<int64_t> shape;
+    int64_t n = 1;
+    bool over = false;
+    for (const Dim &d : type.shape) {
+      int64_t size = d.isKnown() ? d.getSize() : sizes.lookup(d.getName());
+      shape.push_back(size);
+      if (size != 0 && n > ir::maxInterpreterElements / size)
+        over = true;
+      n = over ? n : n * size;
+    }
+    if (llvm::is_contained(shape, 0) || !over)
+      return false;
+    error = "in function '" + fn.getName().str() + "': " + what.str() +
+            ": a result of shape " + shapeString(shape) +
+            " exceeds the interpreter's limit of " +
+            std::to_string(ir::maxInterpreterElements) + " elements";
+    return true;
+  };
+  for (const auto &op : fn.getOps())
+    for (const ir::Value *v : op->getResults())
+      if (tooLarge(v->getType(), "'" + op->getName().str() + "'"))
+        return false;
+  return true;
+}
+
 } // namespace
 
 struct JITModule::Impl {
@@ -249,7 +284,8 @@ bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
     return false;
   }
   llvm::StringMap<int64_t> sizeMap;
-  if (!bindSizes(*fn, args, sizeMap, error))
+  if (!bindSizes(*fn, args, sizeMap, error) ||
+      !checkRunLimit(*fn, sizeMap, error))
     return false;
   std::vector<int64_t> sizes;
   for (const std::string &name : fn->getSizeNames())

@@ -16,27 +16,18 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
+#include <iterator>
+
 using namespace gradc;
 using namespace gradc::emit;
 
 namespace {
 
-/// C++20 keywords and alternative tokens, C keywords, and the
-/// names generated code uses or that standard headers define as macros.
+/// C++20 keywords and alternative tokens, C keywords, the names generated
+/// code uses, and macros a header may define that the compilers' tables
+/// below need not list (`errno`, `assert`).
 const char *const reservedNames[] = {
-    "EOF",
-    "HUGE_VAL",
-    "HUGE_VALF",
-    "INFINITY",
-    "INT32_MAX",
-    "INT32_MIN",
-    "INT64_MAX",
-    "INT64_MIN",
-    "NAN",
-    "NULL",
-    "SIZE_MAX",
-    "UINT32_MAX",
-    "UINT8_MAX",
     "_Alignas",
     "_Alignof",
     "_Atomic",
@@ -111,7 +102,6 @@ const char *const reservedNames[] = {
     "not",
     "not_eq",
     "nullptr",
-    "offsetof",
     "operator",
     "or",
     "or_eq",
@@ -159,6 +149,22 @@ const char *const reservedNames[] = {
     "xor",
     "xor_eq",
 };
+
+/// Every macro that g++-12 and clang++-19 predefine or that the headers of
+/// generated code define, sorted: derived from the compilers by
+/// utils/gen-macro-names.py, never edited by hand (`linux`, `unix`,
+/// `M_PI`, `RAND_MAX`, `EXIT_SUCCESS`, `FP_NAN`, `NAN`, ...).
+const char *const macroNames[] = {
+#include "MacroNames.inc"
+};
+
+bool isMacroName(llvm::StringRef name) {
+  auto less = [](const char *a, llvm::StringRef b) { return b.compare(a) > 0; };
+  const char *const *end = std::end(macroNames);
+  const char *const *it =
+      std::lower_bound(std::begin(macroNames), end, name, less);
+  return it != end && name == *it;
+}
 
 bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
 
@@ -236,7 +242,7 @@ std::string emit::cSymbolName(llvm::StringRef module,
 }
 
 bool emit::isReservedName(llvm::StringRef name) {
-  if (name.starts_with("GRADC_"))
+  if (name.starts_with("GRADC_") || isMacroName(name))
     return true;
   return llvm::any_of(reservedNames, [&](const char *r) { return name == r; });
 }

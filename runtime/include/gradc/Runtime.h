@@ -133,6 +133,24 @@ inline bool bindSize(int64_t &size, int64_t dim) {
   return size == dim;
 }
 
+/// Whether the product of `factors` (non-negative sizes) exceeds INT64_MAX,
+/// so that no tensor with those dimensions exists and index arithmetic
+/// over it would wrap. A factor 0 makes the product 0, whatever the
+/// others. Generated functions check the element count of every tensor
+/// they touch with it before anything else (GRADC_ERROR_SIZE).
+inline bool countOverflows(std::initializer_list<int64_t> factors) {
+  for (int64_t f : factors)
+    if (f == 0)
+      return false;
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (product > std::numeric_limits<int64_t>::max() / f)
+      return true;
+    product *= f;
+  }
+  return false;
+}
+
 //===----------------------------------------------------------------------===//
 // Temporaries
 //===----------------------------------------------------------------------===//
@@ -312,15 +330,43 @@ inline int32_t divide(int32_t a, int32_t b, int &status) {
 }
 
 template <typename T> inline T square(T x) { return x * x; }
-template <typename T> inline T relu(T x) { return x > T(0) ? x : T(0); }
 template <typename T> inline T sign(T x) {
   return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
 }
-template <typename T> inline T clip(T x, T lo, T hi) {
-  return std::min(std::max(x, lo), hi);
+
+// The NaN policy of docs/IR.md, which the interpreter and the LLVM backend
+// follow too: maximum, minimum, clip, relu and the max reduction propagate
+// NaN (as NumPy); otherwise maximum(a, b) is `a < b ? b : a`, so a tie
+// keeps the first operand (this decides the sign of zero). std::max and
+// std::min would drop a NaN in the second operand, so generated code never
+// calls them on floats. The float forms are written with x != x tests and
+// ternaries of values already computed, so that they vectorise (maxps /
+// cmpunordps / blends).
+inline int32_t maximum(int32_t a, int32_t b) { return a < b ? b : a; }
+inline int32_t minimum(int32_t a, int32_t b) { return b < a ? b : a; }
+inline float maximum(float a, float b) {
+  float m = a < b ? b : a;
+  return b != b ? b : m;
 }
-template <typename T> inline T maximum(T a, T b) { return std::max(a, b); }
-template <typename T> inline T minimum(T a, T b) { return std::min(a, b); }
+inline float minimum(float a, float b) {
+  float m = b < a ? b : a;
+  return b != b ? b : m;
+}
+inline double maximum(double a, double b) {
+  double m = a < b ? b : a;
+  return b != b ? b : m;
+}
+inline double minimum(double a, double b) {
+  double m = b < a ? b : a;
+  return b != b ? b : m;
+}
+/// minimum(maximum(x, lo), hi): `hi` when lo > hi; NaN in any operand is
+/// NaN.
+template <typename T> inline T clip(T x, T lo, T hi) {
+  return minimum(maximum(x, lo), hi);
+}
+/// x > 0 ? x : 0, so relu(-0) is +0; NaN stays NaN.
+template <typename T> inline T relu(T x) { return x <= T(0) ? T(0) : x; }
 
 //===----------------------------------------------------------------------===//
 // Elementwise math
@@ -672,6 +718,17 @@ GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta,
 // (o, a, i) is at (o * n + a) * inner + i.
 //===----------------------------------------------------------------------===//
 
+namespace detail {
+/// f32 sums accumulate in double (a float accumulator stops growing at
+/// 2^24); f64 in double.
+template <typename T> struct SumOf {
+  using type = T;
+};
+template <> struct SumOf<float> {
+  using type = double;
+};
+} // namespace detail
+
 /// y = x - logsumexp(x) along the axis, computed stably (max subtracted).
 template <typename T>
 void logSoftmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
@@ -682,13 +739,13 @@ void logSoftmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
       T *ys = y + o * n * inner + i;
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < n; ++a)
-        top = std::max(top, xs[a * inner]);
+        top = gradc::maximum(top, xs[a * inner]);
       if (top == -std::numeric_limits<T>::infinity())
         top = T(0); // every entry -inf: keep -inf - (-inf) from being NaN
-      T sum = 0;
+      typename detail::SumOf<T>::type sum = 0;
       for (int64_t a = 0; a < n; ++a)
         sum += gradc::exp(xs[a * inner] - top);
-      T shift = top + gradc::log(sum);
+      T shift = top + gradc::log(static_cast<T>(sum));
       for (int64_t a = 0; a < n; ++a)
         ys[a * inner] = xs[a * inner] - shift;
     }
@@ -705,15 +762,15 @@ void softmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
       T *ys = y + o * n * inner + i;
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < n; ++a)
-        top = std::max(top, xs[a * inner]);
+        top = gradc::maximum(top, xs[a * inner]);
       if (top == -std::numeric_limits<T>::infinity())
         top = T(0);
-      T sum = 0;
+      typename detail::SumOf<T>::type sum = 0;
       for (int64_t a = 0; a < n; ++a) {
         ys[a * inner] = gradc::exp(xs[a * inner] - top);
         sum += ys[a * inner];
       }
-      T scale = T(1) / sum;
+      T scale = static_cast<T>(1 / sum);
       for (int64_t a = 0; a < n; ++a)
         ys[a * inner] *= scale;
     }
@@ -729,16 +786,16 @@ void logSumExp(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
       const T *xs = x + o * n * inner + i;
       T top = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < n; ++a)
-        top = std::max(top, xs[a * inner]);
+        top = gradc::maximum(top, xs[a * inner]);
       if (top == std::numeric_limits<T>::infinity() ||
           top == -std::numeric_limits<T>::infinity()) {
         y[o * inner + i] = top;
         continue;
       }
-      T sum = 0;
+      typename detail::SumOf<T>::type sum = 0;
       for (int64_t a = 0; a < n; ++a)
         sum += gradc::exp(xs[a * inner] - top);
-      y[o * inner + i] = top + gradc::log(sum);
+      y[o * inner + i] = top + gradc::log(static_cast<T>(sum));
     }
   }
 }

@@ -5,7 +5,8 @@ compares the printed numbers.
 For a .grad file and a list of calls (`--call 'f([1, 2], 3)'`, or every
 `# CALL: f(...)` line of the files given with --calls-from), this script
 
-  1. emits `--emit=cpp` and `--emit=header` into the output directory;
+  1. emits `--emit=cpp` (or with --backend=llvm `--emit=obj`, the LLVM
+     backend's object code) and `--emit=header` into the output directory;
   2. writes a C++ driver that calls each function through the generated
      header's C ABI on the literal arguments and prints every result in
      `gradc run`'s format (nested brackets, one result per line);
@@ -255,6 +256,9 @@ def main():
     ap.add_argument("--calls-from", action="append", default=[])
     ap.add_argument("--gradc-flag", action="append", default=[])
     ap.add_argument("--module-name", default="m")
+    ap.add_argument("--backend", choices=["cpp", "llvm"], default="cpp",
+                    help="link the driver with the C++ backend's code (the "
+                    "default) or the LLVM backend's object file")
     opts = ap.parse_args()
 
     calls = list(opts.call)
@@ -267,8 +271,10 @@ def main():
     module = opts.module_name
     base = os.path.join(opts.out, module)
     extra = opts.gradc_flag + ["--module-name=" + module]
-    run([opts.gradc, opts.grad_file, "--emit=cpp", "-o", base + ".cpp"] +
-        extra)
+    code = base + (".cpp" if opts.backend == "cpp" else ".o")
+    run([opts.gradc, opts.grad_file,
+         "--emit=" + ("cpp" if opts.backend == "cpp" else "obj"), "-o",
+         code] + extra)
     run([opts.gradc, opts.grad_file, "--emit=header", "-o", base + ".h"] +
         extra)
     sigs = signatures(opts.gradc, opts.grad_file, opts.gradc_flag)
@@ -297,8 +303,9 @@ def main():
     for cxx in opts.cxx or ["c++"]:
         exe = base + "_" + os.path.basename(cxx.split()[0])
         run(cxx.split() + opts.flags.split() + ["-I", opts.runtime, "-o", exe,
-                                                base + ".cpp",
-                                                base + "_driver.cpp"] + build_flags)
+                                                code,
+                                                base + "_driver.cpp"] + build_flags
+            + (["-lm"] if opts.backend == "llvm" else []))
         outputs.append((cxx, run([exe])))
 
     for i, call in enumerate(calls):

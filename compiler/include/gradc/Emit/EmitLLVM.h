@@ -71,7 +71,7 @@ std::unique_ptr<llvm::Module> lowerToLLVM(const ir::Module &module,
                                           std::string &error);
 
 /// Runs LLVM's default per-module pipeline at `optLevel` (1 to 3; 0 does
-/// nothing) with loop and SLP vectorisation, tuned for `tm`.
+/// nothing) with loop vectorisation (not SLP), tuned for `tm`.
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
                     unsigned optLevel);
 

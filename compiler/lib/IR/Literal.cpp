@@ -159,8 +159,10 @@ private:
                   " deep");
     ++pos; // '['
     skipSpace();
-    if (consume(']'))
+    if (consume(']')) {
+      --depth;
       return true;
+    }
     do {
       Literal element;
       if (!parseLiteral(element))

@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 llvm-19-dev libclang-19-dev
           libclang-cpp19-dev clang-19 llvm-19-tools libclang-rt-19-dev
-          libgtest-dev)
+          libgtest-dev python3-numpy python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -80,8 +80,8 @@ KNOWN_BUGS = {
     "keepdims-noaxis": "issue 12 item 4",
     # Issue 12 item 2: the C++ backend's code for the gradient of a
     # one-element operand broadcast in a binary op (`x: f32[1]` in
-    # `x * y`), and for reshapes to and from rank 0, does not compile
-    # (`d_x[i] = &sum_y[i]`).
+    # `x * y`) or by broadcast_to, and for reshapes to and from rank 0,
+    # does not compile (`d_x[i] = &sum_y[i]`).
     "one-element": "issue 12 item 2",
     # Issue 12 item 5: the C++ backend drops NaN in maximum, relu and max
     # (and so in what is built on them). While it is open, a call with
@@ -100,6 +100,51 @@ NAN_MAX_OPS = {"maximum", "minimum", "relu", "max", "clip", "logsumexp",
 # libm and summation-order roundings of each op, amplified along the
 # program; gradients are computed by other formulas in another order.
 TORCH_TOLERANCE = {"f32": (2e-4, 2e-5), "f64": (1e-9, 1e-11)}
+
+
+# The documented cpp tolerance (docs/Testing.md) has an absolute term of
+# 1e-6 (f32) for "results near zero that come out of cancelling terms of
+# size about 1". Random programs cancel terms of the size of their
+# arguments and cotangents (the softmax gradient y * (dy - sum(dy * y))
+# with dy = 10 is 0 up to 10 * 2^-24 * ...), so a cpp result outside the
+# documented tolerance is accepted if it is within CANCEL_TOLERANCE * S of
+# interp, S = max(1, the largest finite |value| among the call's
+# arguments and interp's results); such calls are counted ("within the
+# cancellation allowance") in the summary.
+CANCEL_TOLERANCE = {"f32": 1e-5, "f64": 1e-11}
+
+
+def call_scale(call, lines):
+    vals = []
+    for v in call.values + (call.cotangents or []):
+        if isinstance(v, (list, float, int)) and not isinstance(v, bool):
+            vals += flatten(v)
+    for line in lines:
+        vals += flatten(parse_line(line))
+    return max([1.0] + [abs(x) for x in vals if math.isfinite(x)])
+
+
+def within_cancellation(call, types, ref_lines, got_lines):
+    scale = call_scale(call, ref_lines)
+    for i, (r, g) in enumerate(zip(ref_lines, got_lines)):
+        dt = types[i][0]
+        a, b = flatten(parse_line(r)), flatten(parse_line(g))
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not math.isfinite(x) or not math.isfinite(y):
+                if not (x == y or (math.isnan(x) and math.isnan(y))):
+                    return False
+                continue
+            if dt not in CANCEL_TOLERANCE:
+                if x != y:
+                    return False
+                continue
+            rel = differential.TOLERANCE[dt][0]
+            if abs(x - y) > rel * max(abs(x), abs(y)) + \
+                    CANCEL_TOLERANCE[dt] * scale:
+                return False
+    return True
 
 
 class Failure:
@@ -153,7 +198,13 @@ def compare_torch(call, lines, expected):
     for i, (line, want) in enumerate(zip(lines, expected)):
         dt = types[i][0] if i < len(types) else "f32"
         got = parse_line(line)
-        if shape_of(got) != tuple(want.shape):
+        # A tensor prints only down to its first empty axis ([0, 4] as []).
+        printed = []
+        for d in want.shape:
+            printed.append(d)
+            if d == 0:
+                break
+        if shape_of(got) != tuple(printed):
             return "result %d: shape %s, torch %s" % (
                 i, list(shape_of(got)), list(want.shape))
         flat = flatten(got)
@@ -182,7 +233,7 @@ class Runner:
         self.backends = args.backends.split(",")
         self.opts = gen.Options(exclude=args.excluded)
         self.stats = {"programs": 0, "calls": 0, "special": 0,
-                      "torch": 0, "modules": 0, "skipped": 0}
+                      "torch": 0, "modules": 0, "skipped": 0, "cancel": 0}
 
     def program(self, i):
         g = gen.Generator("%d:%d" % (self.args.seed, i), self.opts)
@@ -283,6 +334,10 @@ class Runner:
                 differential.compare(text, types, ref, ref_lines, b, got,
                                      b in self.args.exact)
             except differential.Mismatch as e:
+                if (b not in self.args.exact and
+                        within_cancellation(call, types, ref_lines, got)):
+                    self.stats["cancel"] += 1
+                    continue
                 out.append(Failure("%s-vs-%s" % (b, ref), p, call,
                                    str(e).split("\n")[0]))
         if not ref_lines:
@@ -422,6 +477,9 @@ def main():
     if s["skipped"]:
         print("difftest: %d cpp comparisons skipped (nan-cpp-max)"
               % s["skipped"])
+    if s["cancel"]:
+        print("difftest: %d cpp results within the cancellation allowance"
+              % s["cancel"])
     if s.get("generator-errors"):
         print("difftest: %d generator errors" % s["generator-errors"])
         return 1

@@ -26,6 +26,12 @@ OPERATOR = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@",
             "less": "<", "less_equal": "<=", "greater": ">",
             "greater_equal": ">=", "equal": "==", "not_equal": "!="}
 REDUCE = ["sum", "mean", "max", "logsumexp"]
+# What an i32 program uses (wrapping arithmetic, no gradient).
+I32_UNARY = ["neg", "abs", "sign", "relu", "square", "identity",
+             "stop_gradient", "zeros_like", "ones_like"]
+I32_BINARY = ["add", "sub", "mul", "maximum", "minimum"]
+I32_STEPS = {"unary", "binary", "select", "clip", "reduce", "transpose",
+             "reshape", "broadcast_to", "stack", "unstack", "concat", "call"}
 # Ops whose gradient an @override may replace with a one-operand rule.
 OVERRIDABLE_UNARY = ["neg", "exp", "sin", "cos", "tanh", "sigmoid", "relu",
                      "softplus", "square", "identity", "abs"]
@@ -54,7 +60,14 @@ TORCH_CONVENTIONS = """
   +-inf or NaN; -inf over nothing; gradient dy * e^(x-m) / sum(e^(x-m)).
 - softplus: max(x, 0) + log1p(e^-|x|), derivative sigmoid(x) (0.5 at 0).
 - one_hot: an index outside [0, depth) gives a row of zeros.
+- softmax_cross_entropy: dlogits = dloss * (softmax - one_hot) as one
+  product (an infinite cotangent gives +-inf, not inf - inf = NaN).
 - sign, comparisons, zeros_like, ones_like, stop_gradient: no gradient.
+- structural zeros (docs/Passes.md, "simplify", which runs by default):
+  zeros_like is zero, and so is an op of simplify's table on zero
+  operands (inf * zeros_like(x) is 0, not NaN; the mean of zeros over
+  nothing is 0), with no gradient through it; an op with an @override
+  rule is not simplified.
 - @override / @custom_grad / grad blocks: the cotangent is the rule's,
   evaluated in torch on the saved operands, result and cotangent.
 """
@@ -185,6 +198,8 @@ def product(dims):
 
 
 def fmt_lit(x):
+    if isinstance(x, int):
+        return str(x)
     s = repr(float(x))
     if s.endswith(".0"):
         s = s[:-2] + ".0"
@@ -248,7 +263,7 @@ class FuncBuilder:
         if shape is None or any(a is None for a in args):
             return None
         self.g.prog.ops.add(op)
-        if (op in BINARY + ["select", "clip"] and
+        if (op in BINARY + ["select", "clip", "broadcast_to"] and
                 self.broadcasts_one_element(args, shape)):
             return None
         if (op == "reshape" and "one-element" in self.g.opts.exclude and
@@ -285,6 +300,8 @@ class FuncBuilder:
         """An operand of a's type that broadcasts with a."""
         r = self.rng
         if allow_literal and r.random() < 0.25:
+            if a.dt == "i32":
+                return ("lit", r.choice([0, 1, 2, -1, 3, 7]))
             return ("lit", self.g.rand_literal())
         cands = [v for v in self.floats() if v is not a and
                  broadcast(a.shape, v.shape) is not None and
@@ -313,7 +330,8 @@ class FuncBuilder:
     def override_for(self, op, operands):
         """Maybe an @override for this statement's op."""
         r = self.rng
-        if "override" in self.g.opts.exclude or r.random() > 0.12:
+        if ("override" in self.g.opts.exclude or r.random() > 0.12 or
+                self.f.dt == "i32"):
             return None
         if op in OVERRIDABLE_UNARY and len(operands) == 1:
             rule = self.g.rule(r.choice(UNARY_RULES), 1)
@@ -329,7 +347,7 @@ class FuncBuilder:
 
     def add_unary(self):
         a = self.pick_float()
-        op = self.rng.choice(UNARY)
+        op = self.rng.choice(I32_UNARY if self.f.dt == "i32" else UNARY)
         if op in ("log", "sqrt"):
             a = self.positive(a)
         text = None
@@ -340,7 +358,7 @@ class FuncBuilder:
 
     def add_binary(self):
         a = self.pick_float()
-        op = self.rng.choice(BINARY)
+        op = self.rng.choice(I32_BINARY if self.f.dt == "i32" else BINARY)
         b = self.operand_like(a)
         if self.rng.random() < 0.3 and isinstance(b, Val):
             a, b = b, a
@@ -374,7 +392,10 @@ class FuncBuilder:
 
     def add_select(self):
         a = self.pick_float()
-        c = self.comparison(a)
+        if self.can_add_param() and self.rng.random() < 0.2:
+            c = self.new_param("bool", self.compatible_shape(a.shape))
+        else:
+            c = self.comparison(a)
         x = self.pick_float() if self.rng.random() < 0.5 else a
         y = self.operand_like(x)
         shape = broadcast(c.shape, x.shape)
@@ -387,7 +408,11 @@ class FuncBuilder:
     def add_clip(self):
         x = self.pick_float()
         r = self.rng
-        if r.random() < 0.6:
+        literal = r.random() < 0.6
+        if literal and self.f.dt == "i32":
+            lo, hi = r.choice([-2, 0, -1]), r.choice([0, 1, 3])
+            lo_a, hi_a = ("lit", lo), ("lit", hi)
+        elif literal:
             lo = r.choice([-1.0, -0.5, 0.0, -0.25])
             hi = r.choice([0.5, 1.0, 0.25, 0.0])
             lo_a, hi_a = ("lit", lo), ("lit", hi)
@@ -425,7 +450,8 @@ class FuncBuilder:
 
     def add_reduce(self, op=None, x=None):
         x = x or self.pick_float()
-        op = op or self.rng.choice(REDUCE)
+        op = op or self.rng.choice(["sum", "max"] if self.f.dt == "i32"
+                                   else REDUCE)
         attrs, axes = self.axes_attr(len(x.shape))
         if attrs.get("keepdims"):
             shape = tuple(1 if i in axes else d
@@ -675,8 +701,11 @@ class FuncBuilder:
              ("one_hot", 0.4), ("call", 1)]
 
     def step(self, allow_call=True):
-        names = [s for s, w in self.STEPS if allow_call or s != "call"]
-        weights = [w for s, w in self.STEPS if allow_call or s != "call"]
+        steps = [(s, w) for s, w in self.STEPS if allow_call or s != "call"]
+        if self.f.dt == "i32":
+            steps = [(s, w) for s, w in steps if s in I32_STEPS]
+        names = [s for s, w in steps]
+        weights = [w for s, w in steps]
         kind = self.rng.choices(names, weights)[0]
         return getattr(self, "add_" + kind)()
 
@@ -839,7 +868,7 @@ class Generator:
         b = FuncBuilder(self, f, max_params=len(params))
         custom = None
         if len(params) == 1 and "custom_grad" not in self.opts.exclude \
-                and r.random() < 0.4:
+                and r.random() < 0.4 and dt != "i32":
             custom = r.choice(["block", "rule"])
         for _ in range(r.randint(1, 3)):
             if custom:
@@ -886,7 +915,8 @@ class Generator:
 
     def program(self, index):
         r = self.rng
-        dt = "f64" if r.random() < 0.35 else "f32"
+        u = r.random()
+        dt = "i32" if u < 0.08 else "f64" if u < 0.4 else "f32"
         p = Program(index, dt)
         self.prog = p
         params = []
@@ -907,7 +937,8 @@ class Generator:
         form = r.random()
         if form < 0.45:
             if v.shape:
-                v = b.add_reduce(r.choice(["sum", "mean"]), v)
+                v = b.add_reduce(r.choice(["sum", "mean"]) if dt != "i32"
+                                 else "sum", v)
                 if v.shape:
                     v = b.emit("sum", [v], {}, dt, (), None)
             f.results = [v]
@@ -917,7 +948,8 @@ class Generator:
             f.results = [v, last[-2]]
             f.tuple_result = True
         floats = [q for q in f.params if q.dt in FLOATS]
-        if "grad" not in self.opts.exclude and r.random() < 0.85:
+        if ("grad" not in self.opts.exclude and r.random() < 0.85 and
+                dt != "i32"):
             if len(floats) > 1 and r.random() < 0.3:
                 k = r.randint(1, len(floats) - 1)
                 f.grad = [q.name for q in r.sample(floats, k)]
@@ -1029,10 +1061,24 @@ def make_calls(prog, rng, count, special_rate):
                 return [ints(shape[1:], lo, hi) for _ in range(shape[0])]
             return rng.randint(lo, hi)
 
+        def i32s(shape):
+            if shape:
+                return [i32s(shape[1:]) for _ in range(shape[0])]
+            if rng.random() < 0.1:
+                return rng.choice([2147483647, -2147483648, 65536, 46341])
+            return rng.randint(-5, 5)
+
+        def bools(shape):
+            if shape:
+                return [bools(shape[1:]) for _ in range(shape[0])]
+            return rng.random() < 0.5
+
         values = []
         for p in f.params:
             if p.dt in FLOATS:
                 values.append(floats(dims(p.shape)))
+            elif p.dt == "i32" and not hasattr(p, "depth"):
+                values.append(i32s(dims(p.shape)))
             elif p.dt == "i32":
                 depth = p.depth
                 depth = sizes[depth] if isinstance(depth, str) else depth
@@ -1041,7 +1087,7 @@ def make_calls(prog, rng, count, special_rate):
                 else:
                     values.append(ints(dims(p.shape), 0, depth - 1))
             else:
-                values.append(ints(dims(p.shape), 0, 1) != 0)
+                values.append(bools(dims(p.shape)))
         cots = None
         if grad and not f.scalar_loss():
             cots = [floats(dims(v.shape)) for v in f.results]

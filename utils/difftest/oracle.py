@@ -12,7 +12,10 @@ F64 = torch.float64
 
 def rnd(t, dt):
     """Rounds a float64 tensor to dt's precision (the cast is
-    differentiable: its gradient is rounded the same way)."""
+    differentiable: its gradient is rounded the same way); wraps an int64
+    tensor to 32 bits (docs/IR.md: i32 arithmetic wraps)."""
+    if dt == "i32" and t.dtype == torch.int64:
+        return torch.remainder(t + 2**31, 2**32) - 2**31
     if dt == "f32" and t.dtype == F64:
         return t.to(torch.float32).to(F64)
     return t
@@ -137,7 +140,8 @@ def op_max(x, axes, keepdims):
     def fwd(x):
         if reduced_count(x, axes) == 0:
             shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
-            return torch.full(shape, float("-inf"), dtype=x.dtype)
+            low = -2**31 if x.dtype == torch.int64 else float("-inf")
+            return torch.full(shape, low, dtype=x.dtype)
         if not axes:
             return x.clone()
         return torch.amax(x, dim=axes, keepdim=True)
@@ -185,9 +189,24 @@ def op_logsumexp(x, axes, keepdims):
 
 
 def op_sce(logits, labels):
-    lse = op_logsumexp(logits, [logits.dim() - 1], False)
-    picked = torch.gather(logits, -1, labels.unsqueeze(-1)).squeeze(-1)
-    return lse - picked
+    """Per row logsumexp(logits) - logits[label]; the gradient is
+    dloss * (softmax(logits) - one_hot(label)) as one product (Loss.cpp),
+    not the sum of the two terms' gradients (which makes NaN of an
+    infinite cotangent where the product is infinite)."""
+    def fwd(x):
+        with torch.no_grad():
+            lse = op_logsumexp(x, [x.dim() - 1], False)
+        picked = torch.gather(x, -1, labels.unsqueeze(-1)).squeeze(-1)
+        return lse - picked
+
+    def bwd(xs, y, dy):
+        x = xs[0]
+        m = torch.amax(x, dim=-1, keepdim=True)
+        e = torch.exp(x - m)
+        soft = e / e.sum(dim=-1, keepdim=True)
+        hot = op_one_hot(labels, x.shape[-1])
+        return [dy.unsqueeze(-1) * (soft - hot)]
+    return custom(fwd, bwd, logits)
 
 
 def op_one_hot(idx, depth):
@@ -216,6 +235,45 @@ BINARY_TORCH = {
 }
 
 
+# Structural zeros (docs/Passes.md, "simplify"): the result of zeros_like,
+# and of these ops when the named operands are structural zeros, is zero
+# whatever the other operands hold (inf * zeros_like(x) is 0, not NaN;
+# mean over nothing of zeros is 0, not NaN). `simplify` runs by default,
+# so this is what every backend computes; an op with an @override rule is
+# left alone.
+ZERO_IF_FIRST = {"stop_gradient", "neg", "abs", "sqrt", "sign", "sin", "tanh",
+                 "relu", "square", "sum", "mean", "max", "transpose",
+                 "reshape", "broadcast_to", "unstack", "identity"}
+ZERO_IF_BOTH = {"add", "sub", "maximum", "minimum"}
+ZERO_IF_EITHER = {"mul", "matmul"}
+
+
+def structural_zero(s, zeros, overridden):
+    if overridden:
+        return False
+    if s.op == "zeros_like":
+        return True
+
+    def z(a):
+        if isinstance(a, list):
+            return all(z(v) for v in a)
+        return isinstance(a, Val) and a.name in zeros
+    args = s.args
+    if s.op in ZERO_IF_FIRST:
+        return z(args[0])
+    if s.op in ZERO_IF_BOTH:
+        return z(args[0]) and z(args[1])
+    if s.op in ZERO_IF_EITHER:
+        return z(args[0]) or z(args[1])
+    if s.op == "div":
+        return z(args[0])
+    if s.op == "select":
+        return z(args[1]) and z(args[2])
+    if s.op in ("stack", "concat"):
+        return z(args[0])
+    return False
+
+
 class Evaluator:
     def __init__(self, prog, sizes):
         self.prog, self.sizes = prog, sizes
@@ -228,6 +286,8 @@ class Evaluator:
             return env[a.name]
         if isinstance(a, list):
             return [env[v.name] for v in a]
+        if dt == "i32":
+            return torch.tensor(int(a[1]), dtype=torch.int64)
         return rnd(torch.tensor(float(a[1]), dtype=F64), dt)
 
     def plain_op(self, s, xs, dt):
@@ -267,7 +327,9 @@ class Evaluator:
             perm = at.get("perm", list(reversed(range(xs[0].dim()))))
             return xs[0].permute(perm)
         if op == "reshape":
-            return xs[0].reshape([self.dim(d) for d in at["shape"]])
+            # The statement's type, not the attribute: torch cannot infer
+            # a -1 among zero elements.
+            return xs[0].reshape([self.dim(d) for d in s.targets[0].shape])
         if op == "broadcast_to":
             return torch.broadcast_to(xs[0],
                                       [self.dim(d) for d in at["shape"]])
@@ -308,6 +370,9 @@ class Evaluator:
         dt = f.dt
         if s.kind == "index":
             env[s.targets[0].name] = env[s.args[0].name][s.args[1]]
+            zeros = env.setdefault("__zeros__", set())
+            if s.args[0].name in zeros:
+                zeros.add(s.targets[0].name)
             return
         if s.kind == "call":
             outs = self.call(s.op, [self.value(env, a, dt) for a in s.args])
@@ -316,15 +381,22 @@ class Evaluator:
             return
         xs = [self.value(env, a, dt) for a in s.args]
         rule = s.override.get(s.op) or f.fn_override.get(s.op)
+        zeros = env.setdefault("__zeros__", set())
         if rule is not None:
             y = self.overridden(s, rule, xs, dt)
         else:
             y = self.plain_op(s, xs, dt)
         t = s.targets[0]
+        if structural_zero(s, zeros, rule is not None):
+            zeros.add(t.name)
+            if isinstance(y, list):
+                y = [torch.zeros_like(v).detach() for v in y]
+            else:
+                y = torch.zeros_like(y).detach()
         if isinstance(y, list):
             env[t.name] = [rnd(v, dt) for v in y]
         else:
-            env[t.name] = rnd(y, dt) if t.dt in FLOATS else y
+            env[t.name] = rnd(y, dt) if t.dt in FLOATS + ("i32",) else y
 
     def body(self, f, args):
         env = {p.name: a for p, a in zip(f.params, args)}

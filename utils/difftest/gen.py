@@ -11,6 +11,7 @@ the language's semantics (docs/IR.md, "Ops") and gradient conventions
 
 Conventions the oracle follows (and why) are listed in TORCH_CONVENTIONS.
 """
+import copy
 import math
 import random
 
@@ -743,6 +744,7 @@ class Program:
         self.funcs = []
         self.rules = {}
         self.main = None
+        self.inner = None
         self.features = set()
         self.ops = set()
 
@@ -769,10 +771,11 @@ def stmt_source(s):
     if s.kind == "index":
         return "let %s = %s[%d]" % (s.targets[0].name, s.args[0].name,
                                     s.args[1])
-    if s.kind == "call":
+    if s.kind in ("call", "gradcall"):
         lhs = s.targets[0].name if len(s.targets) == 1 else \
             "(%s)" % ", ".join(t.name for t in s.targets)
-        return "let %s = %s(%s)" % (lhs, s.op.name,
+        name = s.op.name + ("_grad" if s.kind == "gradcall" else "")
+        return "let %s = %s(%s)" % (lhs, name,
                                     ", ".join(arg_text(a) for a in s.args))
     if s.text is not None:
         expr = s.text
@@ -957,7 +960,41 @@ class Generator:
                 f.grad = []
         p.funcs.append(f)
         p.main = f
+        if (f.grad is not None and "second-order" not in self.opts.exclude
+                and r.random() < 0.15):
+            p.inner = f
+            p.main = self.second_order(f)
+            p.funcs.append(p.main)
+            p.features.add("second-order")
         return p
+
+    def second_order(self, f):
+        """`sI(params, cotangents, w) = sum(fI_grad(params, cotangents) * w)`,
+        itself @grad: a Hessian-vector product when w is fixed."""
+        r = self.rng
+        params = [copy.copy(q) for q in f.params]
+        cots = [] if f.scalar_loss() else \
+            [Val("c%d" % i, v.dt, v.shape) for i, v in enumerate(f.results)]
+        gps = f.grad_params()
+        ws = [Val("w%d" % i, q.dt, q.shape) for i, q in enumerate(gps)]
+        sf = Func("s%d" % self.prog.index, params + cots + ws, f.dt)
+        gs = [Val("g%d" % i, q.dt, q.shape) for i, q in enumerate(gps)]
+        sf.stmts.append(Stmt(gs, "gradcall", f, params + cots))
+        b = FuncBuilder(self, sf, max_params=len(sf.params))
+        acc = None
+        for g, w in zip(gs, ws):
+            t = b.emit("mul", [g, w], {}, f.dt, g.shape,
+                       "(%s * %s)" % (g.name, w.name))
+            u = b.emit("sum", [t], {}, f.dt, (), None)
+            acc = u if acc is None else \
+                b.emit("add", [acc, u], {}, f.dt, (), None)
+        sf.results = [acc]
+        floats = [q for q in sf.params if q.dt in FLOATS]
+        if r.random() < 0.5:
+            sf.grad = [q.name for q in floats if q in params]
+        else:
+            sf.grad = []
+        return sf
 
 
 # ---------------------------------------------------------------------------

@@ -171,9 +171,9 @@ def op_logsumexp(x, axes, keepdims):
             shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
             m = torch.full(shape, float("-inf"), dtype=x.dtype)
         elif axes:
-            m = torch.amax(x, dim=axes, keepdim=True)
+            m = torch.amax(x, dim=axes, keepdim=True).detach()
         else:
-            m = x
+            m = x.detach()
         e = torch.exp(x - m)
         s = e.sum(dim=axes, keepdim=True) if axes else e
         return m, e, s
@@ -374,6 +374,9 @@ class Evaluator:
             if s.args[0].name in zeros:
                 zeros.add(s.targets[0].name)
             return
+        if s.kind == "gradcall":
+            self.grad_call(s, env, dt)
+            return
         if s.kind == "call":
             outs = self.call(s.op, [self.value(env, a, dt) for a in s.args])
             for t, v in zip(s.targets, outs):
@@ -397,6 +400,31 @@ class Evaluator:
             env[t.name] = [rnd(v, dt) for v in y]
         else:
             env[t.name] = rnd(y, dt) if t.dt in FLOATS + ("i32",) else y
+
+    def grad_call(self, s, env, dt):
+        """`let (g0, ...) = f_grad(params, cotangents)`, differentiable
+        again (create_graph)."""
+        f = s.op
+        args = [self.value(env, a, dt) for a in s.args]
+        n = len(f.params)
+        xs, cots = args[:n], args[n:]
+        wrt = [f.params.index(q) for q in f.grad_params()]
+        for i in wrt:
+            if not xs[i].requires_grad:
+                xs[i] = xs[i].detach().requires_grad_(True)
+        outs = self.call(f, xs)
+        if f.scalar_loss():
+            cots = [torch.ones((), dtype=F64)]
+        pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
+        inputs = [xs[i] for i in wrt]
+        grads = [None] * len(inputs)
+        if pairs:
+            grads = torch.autograd.grad([o for o, _ in pairs], inputs,
+                                        [c for _, c in pairs],
+                                        create_graph=True, allow_unused=True)
+        for t, g, x in zip(s.targets, grads, inputs):
+            env[t.name] = rnd(g if g is not None else torch.zeros_like(x),
+                              dt)
 
     def body(self, f, args):
         env = {p.name: a for p, a in zip(f.params, args)}

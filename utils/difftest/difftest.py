@@ -29,6 +29,7 @@ program I alone. Exits 1 if any disagreement was found.
 """
 import argparse
 import concurrent.futures
+import copy
 import json
 import math
 import os
@@ -145,6 +146,38 @@ def within_cancellation(call, types, ref_lines, got_lines):
                     CANCEL_TOLERANCE[dt] * scale:
                 return False
     return True
+
+
+def live(stmts, results):
+    """The statements that `results` need."""
+    need = {v.name for v in results}
+    kept = []
+    for st in reversed(stmts):
+        if not any(t.name in need for t in st.targets):
+            continue
+        kept.append(st)
+        for a in st.args:
+            for v in (a if isinstance(a, list) else [a]):
+                if isinstance(v, gen.Val):
+                    need.add(v.name)
+    return list(reversed(kept))
+
+
+def recall(prog, call):
+    """The call's arguments for a changed result (new cotangents)."""
+    f = prog.main
+    cots = None
+    if call.grad and not f.scalar_loss():
+        rng = random.Random(0)
+
+        def fill(shape):
+            if shape:
+                return [fill(shape[1:]) for _ in range(shape[0])]
+            return float("%.4g" % rng.uniform(-2, 2))
+        cots = [fill([call.sizes[d] if isinstance(d, str) else d
+                      for d in v.shape]) for v in f.results]
+    return gen.Call(prog, call.grad, call.sizes, call.values, cots,
+                    call.special)
 
 
 class Failure:
@@ -271,7 +304,10 @@ class Runner:
                     self.stats.get("generator-errors", 0) + 1
         if not progs:
             return []
-        indices = [p.index for p, _ in progs]
+        return self.run_programs(progs)
+
+    def run_programs(self, progs, count=True):
+        """Runs [(program, calls)] as one module; returns the failures."""
         source = "\n".join(p.source() for p, _ in progs)
         calls = [(p, c) for p, cs in progs for c in cs]
         fd, path = tempfile.mkstemp(suffix=".grad", prefix="difftest-")
@@ -287,8 +323,8 @@ class Runner:
         if whole and len(progs) > 1:
             # A module that one backend cannot compile at all: find the
             # program(s) responsible by running each one alone.
-            for i in indices:
-                failures += self.check_module([i])
+            for pc in progs:
+                failures += self.run_programs([pc], count)
             return failures
         if whole:
             p, _ = progs[0]
@@ -298,8 +334,13 @@ class Runner:
                 (b, differential.head(results[b][1] or ""))))
             return failures
         ref = self.backends[0]
+        if not count:
+            saved = dict(self.stats)
         for k, (p, call) in enumerate(calls):
             failures += self.check_call(p, call, k, results, ref)
+        if not count:
+            self.stats = saved
+            return failures
         self.stats["programs"] += len(progs)
         self.stats["calls"] += len(calls)
         self.stats["special"] += sum(c.special for _, c in calls)
@@ -362,6 +403,34 @@ class Runner:
             f.values = values
         return out
 
+    # -- minimizing ---------------------------------------------------------
+
+    def minimize(self, failure):
+        """The shortest prefix of the failing function's body, returning
+        one value, that still fails the same way on the same arguments
+        (new cotangents where the result changed). Returns (program, call)
+        or None."""
+        p, call = failure.prog, failure.call
+        if call is None or p.inner is not None:
+            return None
+        p = copy.deepcopy(p)
+        f = p.main
+        stmts = list(f.stmts)
+        kind = failure.kind
+        for k, st in enumerate(stmts):
+            for v in st.targets:
+                if v.dt != f.dt:
+                    continue
+                if k == len(stmts) - 1 and f.results == [v]:
+                    continue
+                f.stmts = live(stmts[:k + 1], [v])
+                f.results, f.tuple_result = [v], False
+                c = recall(p, call)
+                if any(x.kind == kind for x in
+                       self.run_programs([(p, [c])], count=False)):
+                    return p, c
+        return None
+
     def report(self, failure):
         a = self.args
         p, call = failure.prog, failure.call
@@ -380,6 +449,12 @@ class Runner:
                                             " | ".join(failure.torch)))
         lines.append("program:")
         lines.append(p.source().rstrip())
+        if a.minimize:
+            m = self.minimize(failure)
+            if m:
+                lines.append("minimized (same failure): " + m[1].text())
+                lines.append(m[0].source().rstrip())
+                failure.minimized = m
         print("\n".join(lines))
         os.makedirs(a.out, exist_ok=True)
         path = os.path.join(a.out, "difftest-%d-%d.grad" % (a.seed, p.index))
@@ -399,6 +474,15 @@ class Runner:
                     f.write("# torch: %s\n" % " | ".join(failure.torch))
                 f.write("# CALL: %s\n" % call.text())
             f.write("\n" + p.source())
+        m = getattr(failure, "minimized", None)
+        if m:
+            mpath = path[:-len(".grad")] + "-min.grad"
+            with open(mpath, "w") as f:
+                f.write("# difftest reproducer, minimized: seed %d, program "
+                        "%d (%s)\n# CALL: %s\n\n%s" % (
+                            a.seed, p.index, failure.kind, m[1].text(),
+                            m[0].source()))
+            print("minimized reproducer: " + mpath)
         print("reproducer: " + path)
 
 
@@ -423,6 +507,9 @@ def main():
     ap.add_argument("--out", default="difftest-failures")
     ap.add_argument("--max-failures", type=int, default=20)
     ap.add_argument("--print-programs", action="store_true")
+    ap.add_argument("--minimize", action="store_true",
+                    help="shrink each failing program to the shortest "
+                    "prefix of its body that fails the same way")
     ap.add_argument("--progress", type=int, default=0, metavar="N",
                     help="print a progress line every N modules")
     args = ap.parse_args()

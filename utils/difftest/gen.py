@@ -150,7 +150,7 @@ RULE_BODIES = {
     # two operands of one shape
     "both": ("return (dz, dz)", lambda ins, z, dz: [dz, dz]),
     "first_half": ("return (0.5 * dz, zeros_like(y))",
-                   lambda ins, z, dz: [0.5 * dz, 0 * dz]),
+                   lambda ins, z, dz: [0.5 * dz, zeros(ins[1])]),
     "swap": ("return (dz * y, dz * x)",
              lambda ins, z, dz: [dz * ins[1], dz * ins[0]]),
 }
@@ -161,6 +161,11 @@ BINARY_RULES = ["both", "first_half", "swap"]
 def torch_cos(x):
     import torch
     return torch.cos(x)
+
+
+def zeros(x):
+    import torch
+    return torch.zeros_like(x)
 
 
 # ---------------------------------------------------------------------------

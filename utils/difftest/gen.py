@@ -124,9 +124,6 @@ class Func:
         self.fn_override = {}      # op -> Rule
         self.custom = None         # ('block', template) or ('rule', Rule)
 
-    def callable_grad(self):
-        return self.grad is not None
-
     def grad_params(self):
         floats = [p for p in self.params if p.dt in FLOATS]
         if not self.grad:
@@ -833,7 +830,6 @@ def func_source(f):
     else:
         lines.append("    return %s" % f.results[0].name)
     if f.custom and f.custom[0] == "block":
-        lines[-1 if False else len(lines) - 1] += ""
         lines.append("} grad(dy) {")
         lines.append("    return %s" % f.custom[1])
     lines.append("}")

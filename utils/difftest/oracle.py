@@ -4,7 +4,7 @@ implements where an op's value or derivative is a choice (kinks, ties,
 NaN and infinities), each one gradc's documented choice."""
 import torch
 
-from gen import FLOATS, RULE_BODIES, Val, known
+from gen import FLOATS, RULE_BODIES, Val
 
 torch.set_num_threads(1)
 F64 = torch.float64
@@ -125,13 +125,6 @@ def reduced_count(x, axes):
     for a in axes:
         n *= x.shape[a]
     return n
-
-
-def keep(t, axes, keepdims):
-    """t reduced with keepdim=True -> the requested form."""
-    if keepdims or not axes:
-        return t
-    return t.squeeze(tuple(axes)) if len(axes) else t
 
 
 def op_max(x, axes, keepdims):

@@ -370,6 +370,10 @@ class FuncBuilder:
                 a = self.positive(a)
             if isinstance(b, Val) and self.rng.random() < 0.7:
                 b = self.emit("tanh", [b], {}, b.dt, b.shape, None)
+            if ("pow-literal-base" not in self.g.opts.exclude and
+                    isinstance(a, Val) and self.rng.random() < 0.2):
+                # 2.0 ^ x: a constant base (llvm may turn it into exp2).
+                a, b = ("lit", self.rng.choice([2.0, 0.5, 3.0, 10.0])), a
         if op == "div" and isinstance(b, Val):
             b = self.positive(b)
         if op == "div" and not isinstance(b, Val) and b[1] == 0:
@@ -1012,7 +1016,7 @@ def num_text(x):
         return "inf" if x > 0 else "-inf"
     if x == 0:
         return "-0" if math.copysign(1, x) < 0 else "0"
-    return "%.6g" % x
+    return repr(x)
 
 
 def nested_text(v):
@@ -1083,6 +1087,9 @@ def make_calls(prog, rng, count, special_rate):
             else:
                 sizes[n] = rng.choice([1, 2, 3, 4])
         special = rng.random() < special_rate
+        # Half the calls use every digit of the type (an f64 needs 17, an
+        # f32 9), so that rounding differences show; half use 4 digits.
+        digits = rng.choice([4, 17 if f.dt == "f64" else 9])
 
         def dims(shape):
             return [sizes[d] if isinstance(d, str) else d for d in shape]
@@ -1092,7 +1099,7 @@ def make_calls(prog, rng, count, special_rate):
                 return [floats(shape[1:]) for _ in range(shape[0])]
             if special and rng.random() < 0.25:
                 return rng.choice(SPECIALS)
-            return float("%.4g" % rng.uniform(-2, 2))
+            return float("%.*g" % (digits, rng.uniform(-2, 2)))
 
         def ints(shape, lo, hi):
             if shape:

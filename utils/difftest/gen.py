@@ -403,6 +403,8 @@ class FuncBuilder:
             c = self.new_param("bool", self.compatible_shape(a.shape))
         else:
             c = self.comparison(a)
+        if c is None:
+            return None
         x = self.pick_float() if self.rng.random() < 0.5 else a
         y = self.operand_like(x)
         shape = broadcast(c.shape, x.shape)

@@ -338,8 +338,10 @@ class Evaluator:
             return op_one_hot(xs[0], self.dim(at["depth"]))
         raise ValueError("no torch translation of " + op)
 
-    def overridden(self, s, rule, xs, dt):
-        """The op of s with rule's cotangents."""
+    def overridden(self, s, rule, xs, dt, zeros=()):
+        """The op of s with rule's cotangents. A rule is inlined where it
+        is used, so an operand that is a structural zero is one in the
+        rule's body too: `dz * x` is zero when x is."""
         if rule.kind == "first_only":
             def fwd(*parts):
                 return self.plain_op(s, [list(parts)], dt)
@@ -355,8 +357,14 @@ class Evaluator:
             with torch.no_grad():
                 return self.plain_op(s, list(ops), dt)
 
+        zero_in = [isinstance(a, Val) and a.name in zeros for a in s.args]
+
         def bwd(ins, y, dy):
-            return [rnd(g, dt) for g in body(ins, y, dy)]
+            grads = body(ins, y, dy)
+            if rule.kind == "swap":  # (dz * y, dz * x)
+                grads = [zero(g) if zero_in[1 - i] else g
+                         for i, g in enumerate(grads)]
+            return [rnd(g, dt) for g in grads]
         return custom(fwd, bwd, *operands)
 
     def stmt(self, f, s, env):
@@ -379,7 +387,7 @@ class Evaluator:
         rule = s.override.get(s.op) or f.fn_override.get(s.op)
         zeros = env.setdefault("__zeros__", set())
         if rule is not None:
-            y = self.overridden(s, rule, xs, dt)
+            y = self.overridden(s, rule, xs, dt, zeros)
         else:
             y = self.plain_op(s, xs, dt)
         t = s.targets[0]

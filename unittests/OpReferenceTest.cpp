@@ -133,12 +133,8 @@ readDocRows(llvm::StringRef text) {
 } // namespace
 
 TEST(OpReference, DocsTableMatchesOpTable) {
-  // This file is unittests/OpReferenceTest.cpp; the docs are beside it.
-  llvm::StringRef self = __FILE__;
   std::string path =
-      self.drop_back(llvm::StringRef("unittests/OpReferenceTest.cpp").size())
-          .str() +
-      "docs/LanguageReference.md";
+      std::string(GRADC_SOURCE_DIR) + "/docs/LanguageReference.md";
   auto buffer = llvm::MemoryBuffer::getFile(path);
   ASSERT_TRUE(bool(buffer)) << "cannot read " << path;
   auto rows = readDocRows((*buffer)->getBuffer());

@@ -5,7 +5,9 @@ differential tester").
   difftest.py [--gradc PATH] [--count N] [--seed S] [--per-module K]
               [--calls C] [--special-rate R] [--jobs J]
               [--backends interp,llvm,cpp] [--no-torch] [--exclude F,...]
-              [--include F,...] [--only I,...] [--out DIR] [--max-failures M]
+              [--include F,...] [--only I,...] [--start I] [--out DIR]
+              [--max-failures M] [--minimize] [--progress N]
+              [--print-programs]
 
 Generates `--count` seeded, well-typed programs (utils/difftest/gen.py;
 program I depends only on S and I), writes them `--per-module` to a .grad
@@ -25,7 +27,8 @@ backend evaluates all calls of a module in one `gradc run` process
 Each disagreement prints the program, the call, each backend's value and
 torch's, and writes a reproducer DIR/difftest-S-I.grad (the program with
 its `# CALL:` lines, which differential.py replays); `--only I` reruns
-program I alone. Exits 1 if any disagreement was found.
+program I alone; `--minimize` also writes the shortest failing prefix of
+the program. Exits 1 if any disagreement was found.
 """
 import argparse
 import concurrent.futures

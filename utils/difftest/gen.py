@@ -939,24 +939,31 @@ class Generator:
         while len(f.stmts) < n and tries < 40:
             tries += 1
             b.step()
-        # The result: a scalar loss, a tensor, or a tuple.
-        last = [v for v in b.floats() if v not in f.params]
-        if not last:
-            last = [b.add_unary()]
-        v = last[-1]
+        # The result: a scalar loss, a tensor, or a tuple, made of the
+        # values nothing else uses (so that little of the body is dead).
+        used = {v.name for st in f.stmts for a in st.args
+                for v in (a if isinstance(a, list) else [a])
+                if isinstance(v, Val)}
+        dangling = [v for v in b.floats()
+                    if v not in f.params and v.name not in used]
+        if not dangling:
+            dangling = [b.add_unary()]
+        v, others = dangling[-1], dangling[-4:-1]
         form = r.random()
         if form < 0.45:
+            first = v
             if v.shape:
-                v = b.add_reduce(r.choice(["sum", "mean"]) if dt != "i32"
-                                 else "sum", v)
-                if v.shape:
-                    v = b.emit("sum", [v], {}, dt, (), None)
-            f.results = [v]
-        elif form < 0.8 or len(last) < 2:
-            f.results = [v]
-        else:
-            f.results = [v, last[-2]]
+                first = b.add_reduce(r.choice(["sum", "mean"])
+                                     if dt != "i32" else "sum", v)
+            f.results = [self.total(b, [first] + others)]
+        elif form < 0.8 and others:
+            f.results = [v, self.total(b, others)]
             f.tuple_result = True
+        elif others:
+            f.results = [v, others[-1]]
+            f.tuple_result = True
+        else:
+            f.results = [v]
         floats = [q for q in f.params if q.dt in FLOATS]
         if ("grad" not in self.opts.exclude and r.random() < 0.85 and
                 dt != "i32"):
@@ -974,6 +981,16 @@ class Generator:
             p.funcs.append(p.main)
             p.features.add("second-order")
         return p
+
+    def total(self, b, vals):
+        """The sum of every element of vals, a scalar."""
+        acc = None
+        for v in vals:
+            if v.shape:
+                v = b.emit("sum", [v], {}, v.dt, (), None)
+            acc = v if acc is None else \
+                b.emit("add", [acc, v], {}, v.dt, (), None)
+        return acc
 
     def second_order(self, f):
         """`sI(params, cotangents, w) = sum(fI_grad(params, cotangents) * w)`,

@@ -964,6 +964,11 @@ class Generator:
             f.tuple_result = True
         else:
             f.results = [v]
+        if "one-element" in self.opts.exclude:
+            # A one-element result gets a one-element cotangent, which a
+            # second differentiation broadcasts (issue 12 item 2).
+            f.results = [b.emit("sum", [v], {}, v.dt, (), None)
+                         if one_element(v.shape) else v for v in f.results]
         floats = [q for q in f.params if q.dt in FLOATS]
         if ("grad" not in self.opts.exclude and r.random() < 0.85 and
                 dt != "i32"):

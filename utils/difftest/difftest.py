@@ -86,7 +86,9 @@ KNOWN_BUGS = {
     # one-element operand broadcast in a binary op (`x: f32[1]` in
     # `x * y`) or by broadcast_to, and for reshapes to and from rank 0,
     # does not compile (`d_x[i] = &sum_y[i]`); nor, at second order, for
-    # the one-element cotangent of a one-element result.
+    # the one-element cotangent of a one-element result, or the rank-0
+    # loss of softmax_cross_entropy on one row of one class (`d_c` defined
+    # twice).
     "one-element": "issue 12 item 2",
     # Issue 12 item 5: the C++ backend drops NaN in maximum, relu and max
     # (and so in what is built on them). While it is open, a call with

@@ -91,12 +91,14 @@ def op_div(x, y):
                   lambda xs, z, dz: [dz / xs[1], -(dz * z) / xs[1]], x, y)
 
 
-def op_pow(x, y):
+def op_pow(x, y, dt):
     x, y = torch.broadcast_tensors(x, y)
 
     def bwd(xs, z, dz):
         a, b = xs
-        da = dz * (b * torch.pow(a, b - 1))
+        # y - 1 is an op of the rule, rounded to the element type: in f32,
+        # -0.99999994 - 1 is -2, and x^-2 is finite where x < 0.
+        da = dz * (b * torch.pow(a, rnd(b - 1, dt)))
         pos = a > 0
         la = torch.log(torch.where(pos, a, torch.ones_like(a)))
         db = torch.where(pos, (dz * z) * la, zero(dz))
@@ -219,7 +221,7 @@ UNARY_TORCH = {
 }
 BINARY_TORCH = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - y,
-    "mul": lambda x, y: x * y, "div": op_div, "pow": op_pow,
+    "mul": lambda x, y: x * y, "div": op_div,
     "maximum": lambda x, y: op_maxmin(x, y, True),
     "minimum": lambda x, y: op_maxmin(x, y, False),
     "less": torch.lt, "less_equal": torch.le, "greater": torch.gt,
@@ -287,6 +289,8 @@ class Evaluator:
         op, at = s.op, s.attrs
         if op in UNARY_TORCH:
             return UNARY_TORCH[op](xs[0])
+        if op == "pow":
+            return op_pow(xs[0], xs[1], dt)
         if op in BINARY_TORCH:
             return BINARY_TORCH[op](xs[0], xs[1])
         if op == "select":

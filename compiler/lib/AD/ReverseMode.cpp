@@ -17,8 +17,9 @@
 //      rule creates carries a note saying which op and which rule.
 //   5. Results: the adjoint of each `wrt` parameter, or zeros when none
 //      reached it.
-//   6. The rule-instance calls and the kept @custom_grad calls are
-//      inlined, so that f_grad holds only ordinary ops.
+//   6. The rule-instance calls are inlined; the @custom_grad calls of the
+//      forward body stay calls carrying their rule (as in f), so that
+//      differentiating f_grad again uses the rule, not the body.
 //
 // Gradients are generated in dependency order (a function calling `g_grad`
 // needs g_grad's body), and rule instances that nothing refers to any more
@@ -537,10 +538,11 @@ bool Differentiator::buildGradient(const Function &fn, Function &grad,
     grads.insert(grads.begin(), outputs.begin(), outputs.end());
   grad.setReturns(grads);
 
-  // 6. Only ordinary ops remain: inline the rule instances and the
-  // @custom_grad functions kept whole during the sweep.
-  if (!ir::inlineAllCalls(
-          module, grad, [](const Op &) { return true; }, failure)) {
+  // 6. Inline the rule instances. The @custom_grad calls of the forward
+  // body stay calls that carry their rule, as in f itself: f_grad is an
+  // ordinary function that @grad may differentiate again, and there too
+  // each is one primitive whose gradient is its rule.
+  if (!ir::inlineAllCalls(module, grad, withoutRule, failure)) {
     reportInlineFailure(fn, failure);
     return false;
   }

@@ -70,7 +70,8 @@ private:
   size_t errorColumn = 0;
 
   bool atEnd() const { return pos >= text.size(); }
-  char peek() const { return atEnd() ? '\0' : text[pos]; }
+  char peek() const { return peekAt(pos); }
+  char peekAt(size_t at) const { return at >= text.size() ? '\0' : text[at]; }
 
   void skipSpace() {
     while (!atEnd() && llvm::isSpace(text[pos]))
@@ -127,6 +128,13 @@ private:
       while (isNameChar(peek()))
         ++pos;
       llvm::StringRef word = text.slice(start, pos);
+      if (word == "inf" || word == "nan") {
+        // Non-finite floats read back as `gradc run` prints them.
+        lit.kind = Literal::Kind::Number;
+        lit.isNonFinite = true;
+        lit.text = word.str();
+        return true;
+      }
       if (word == "true" || word == "false") {
         lit.kind = Literal::Kind::Bool;
         lit.boolValue = word == "true";
@@ -151,8 +159,10 @@ private:
                   " deep");
     ++pos; // '['
     skipSpace();
-    if (consume(']'))
+    if (consume(']')) {
+      --depth;
       return true;
+    }
     do {
       Literal element;
       if (!parseLiteral(element))
@@ -172,11 +182,19 @@ private:
   }
 
   // number ::= '-'? digit+ ('.' digit+)? ([eE] [+-]? digit+)?
+  //          | '-'? 'inf' | 'nan'
   bool parseNumber(Literal &lit) {
     size_t start = pos;
     lit.kind = Literal::Kind::Number;
     lit.isInteger = true;
     consume('-');
+    if (text.substr(pos).starts_with("inf") && !isNameChar(peekAt(pos + 3))) {
+      pos += 3;
+      lit.isInteger = false;
+      lit.isNonFinite = true;
+      lit.text = text.slice(start, pos).str();
+      return true;
+    }
     if (scanDigits() == 0)
       return fail("expected digits in a number");
     if (consume('.')) {
@@ -284,14 +302,14 @@ private:
     case DType::F32: {
       errno = 0;
       float v = std::strtof(lit.text.c_str(), nullptr);
-      if (std::isinf(v))
+      if (std::isinf(v) && !lit.isNonFinite)
         return fail(lit, "number '" + lit.text + "' is out of range for f32");
       out.data.push_back(double(v));
       return true;
     }
     case DType::F64: {
       double v = std::strtod(lit.text.c_str(), nullptr);
-      if (std::isinf(v))
+      if (std::isinf(v) && !lit.isNonFinite)
         return fail(lit, "number '" + lit.text + "' is out of range for f64");
       out.data.push_back(v);
       return true;

@@ -33,6 +33,10 @@ struct Literal {
   /// For a number: whether it was written as an integer (no `.`, no
   /// exponent), which an i32 parameter requires.
   bool isInteger = false;
+  /// For a number: whether it is `inf`, `-inf` or `nan`, which only a
+  /// floating-point parameter accepts (a finite spelling beyond the
+  /// type's range is an error, not an infinity).
+  bool isNonFinite = false;
   /// For a bool: its value.
   bool boolValue = false;
   /// For a list: its elements.
@@ -51,6 +55,7 @@ struct Literal {
 ///   call    ::= name '(' (literal (',' literal)*)? ')'
 ///   literal ::= number | 'true' | 'false' | '[' (literal (',' literal)*)? ']'
 ///   number  ::= '-'? digit+ ('.' digit+)? ([eE] [+-]? digit+)?
+///             | '-'? 'inf' | 'nan'
 ///   name    ::= [A-Za-z_] [A-Za-z0-9_.]*
 ///
 /// Whitespace may appear between any two tokens.

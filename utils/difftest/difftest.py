@@ -77,29 +77,11 @@ def find_torch():
 
 # Features a run leaves out, each for a known bug (named by its issue and
 # item), so that a fixed set is green until the fix lands; --include
-# re-enables one. When the bug is fixed, delete its line here.
+# re-enables one. When the bug is fixed, delete its line here. None is
+# open: issue 12's items 2, 4, 5 and 13, once excluded here as
+# "one-element", "keepdims-noaxis", "nan-cpp-max" and "pow-literal-base",
+# are fixed, and their programs are generated again.
 KNOWN_BUGS = {
-    # Issue 12 item 4: `sum(x, keepdims = true)` without `axis` fails the
-    # verifier after irgen ("attributes not in normal form").
-    "keepdims-noaxis": "issue 12 item 4",
-    # Issue 12 item 2: the C++ backend's code for the gradient of a
-    # one-element operand broadcast in a binary op (`x: f32[1]` in
-    # `x * y`) or by broadcast_to, and for reshapes to and from rank 0,
-    # does not compile (`d_x[i] = &sum_y[i]`); nor, at second order, for
-    # the one-element cotangent of a one-element result, or the rank-0
-    # loss of softmax_cross_entropy on one row of one class (`d_c` defined
-    # twice).
-    "one-element": "issue 12 item 2",
-    # Issue 12 item 5: the C++ backend drops NaN in maximum, relu and max
-    # (and so in what is built on them). While it is open, a call with
-    # special values (NaN, +-inf), or of a program that can make a NaN
-    # (see may_nan), and that uses one of NAN_MAX_OPS, is not compared
-    # between cpp and interp (it still is between llvm, interp and torch).
-    "nan-cpp-max": "issue 12 item 5",
-    # Issue 12 item 13: f64 `pow(2.0, x)` (a constant base) on the LLVM
-    # backend differs from the interpreter by an ulp; programs with a
-    # literal base of pow are not generated while it is open.
-    "pow-literal-base": "issue 12 item 13",
 }
 NAN_MAX_OPS = {"maximum", "minimum", "relu", "max", "clip", "logsumexp",
                "softmax", "log_softmax", "softmax_cross_entropy"}

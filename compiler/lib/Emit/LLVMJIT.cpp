@@ -41,24 +41,10 @@ namespace {
 
 using Trampoline = int32_t (*)(const int64_t *, void **, void **);
 
-size_t elementSize(DType t) {
-  switch (t) {
-  case DType::F32:
-    return sizeof(float);
-  case DType::F64:
-    return sizeof(double);
-  case DType::I32:
-    return sizeof(int32_t);
-  case DType::Bool:
-    return sizeof(uint8_t);
-  }
-  return 1;
-}
-
 /// Converts the interpreter's doubles into a buffer of the C element type.
 std::vector<char> toBuffer(const ir::Tensor &t) {
   size_t n = t.data.size();
-  std::vector<char> buffer(std::max<size_t>(n, 1) * elementSize(t.dtype));
+  std::vector<char> buffer(std::max<size_t>(n, 1) * elementByteSize(t.dtype));
   for (size_t i = 0; i < n; ++i) {
     double v = t.data[i];
     switch (t.dtype) {
@@ -309,7 +295,7 @@ bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
       t.shape.push_back(d.isKnown() ? d.getSize()
                                     : sizeMap.lookup(d.getName()));
     outputs.emplace_back(std::max<int64_t>(t.numElements(), 1) *
-                         elementSize(t.dtype));
+                         elementByteSize(t.dtype));
     results.push_back(std::move(t));
   }
   for (std::vector<char> &buffer : outputs)

@@ -1355,7 +1355,7 @@ private:
       if (!make(c, resultDType(c, i), shape, out[i]))
         return false;
       outputs.emplace_back(std::max<size_t>(out[i].data.size(), 1) *
-                           cElementSize(decl->resultTypes[i].dtype));
+                           elementByteSize(decl->resultTypes[i].dtype));
     }
     for (std::vector<char> &b : outputs)
       outPtrs.push_back(b.data());
@@ -1369,27 +1369,13 @@ private:
     return true;
   }
 
-  static size_t cElementSize(DType dtype) {
-    switch (dtype) {
-    case DType::F32:
-      return sizeof(float);
-    case DType::F64:
-      return sizeof(double);
-    case DType::I32:
-      return sizeof(int32_t);
-    case DType::Bool:
-      return 1;
-    }
-    return 1;
-  }
-
   /// Values in the C element type of `dtype` (docs/ABI.md).
   static std::vector<char> toCBuffer(DType dtype,
                                      const std::vector<double> &data) {
     std::vector<char> buffer(std::max<size_t>(data.size(), 1) *
-                             cElementSize(dtype));
+                             elementByteSize(dtype));
     for (size_t i = 0; i < data.size(); ++i) {
-      char *at = buffer.data() + i * cElementSize(dtype);
+      char *at = buffer.data() + i * elementByteSize(dtype);
       if (dtype == DType::F32) {
         float f = static_cast<float>(data[i]);
         std::memcpy(at, &f, sizeof f);
@@ -1409,7 +1395,7 @@ private:
   static void fromCBuffer(DType dtype, const std::vector<char> &buffer,
                           Tensor &t) {
     for (size_t i = 0; i < t.data.size(); ++i) {
-      const char *at = buffer.data() + i * cElementSize(dtype);
+      const char *at = buffer.data() + i * elementByteSize(dtype);
       double v = 0;
       if (dtype == DType::F32) {
         float f;

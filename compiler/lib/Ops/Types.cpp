@@ -18,6 +18,20 @@ llvm::StringRef gradc::dtypeName(DType t) {
   return "?";
 }
 
+size_t gradc::elementByteSize(DType t) {
+  switch (t) {
+  case DType::F32:
+    return sizeof(float);
+  case DType::F64:
+    return sizeof(double);
+  case DType::I32:
+    return sizeof(int32_t);
+  case DType::Bool:
+    return 1;
+  }
+  return 1;
+}
+
 std::optional<DType> gradc::parseDType(llvm::StringRef name) {
   if (name == "f32")
     return DType::F32;

@@ -25,6 +25,8 @@ llvm::StringRef dtypeName(DType t);
 std::optional<DType> parseDType(llvm::StringRef name);
 inline bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
 inline bool isNumeric(DType t) { return t != DType::Bool; }
+/// The bytes of one element in the C ABI (docs/ABI.md): bool is one byte.
+size_t elementByteSize(DType t);
 
 /// One dimension: a known size, or a size name bound at the call.
 class Dim {

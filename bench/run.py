@@ -439,6 +439,13 @@ def main():
                                       for kv in compile_ms.items()))
     print("\n%s" % ("all results agree with PyTorch f64 within %g" % TOLERANCE
                     if ok else "FAIL: some result differs from PyTorch f64"))
+    if have_torch and not args.no_torch and not args.quick:
+        # The cost of a call from Python (docs/Python.md), on K4's sizes.
+        print("\nCalls from Python (bench/python_overhead.py)")
+        sys.stdout.flush()
+        subprocess.run([sys.executable,
+                        os.path.join(ROOT, "bench", "python_overhead.py")],
+                       check=False, env=dict(os.environ, GRADC=args.gradc))
     return 0 if ok else 1
 
 

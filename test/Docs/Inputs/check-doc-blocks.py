@@ -70,6 +70,18 @@ KINDS = ("program", "program-error", "source", "transcript", "gradc",
          "gradc-opt", "gradc-error", "gradc-opt-error", "file", "commands",
          "synopsis", "not-code")
 TIMEOUT = 120
+# A `commands` block may start PyTorch in several processes (README's DDP
+# line). On a clean CI machine that is the first import of torch, read cold
+# from disk while the other lit worker runs: the first CI run of it took
+# longer than 120 s. The limit is a guard against a hang, not a budget.
+COMMAND_TIMEOUT = 600
+
+
+def tail(output, lines=20):
+    """The last lines a timed-out command printed, on one line."""
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
+    return " | ".join((output or "").strip().splitlines()[-lines:])
 
 
 class Mismatch(Exception):
@@ -325,9 +337,11 @@ class PageChecker:
                 result = subprocess.run(
                     command, shell=True, cwd=self.scratch, text=True,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    timeout=TIMEOUT, env=self.env())
-            except subprocess.TimeoutExpired:
-                raise Mismatch(block.page_line(first), "timed out")
+                    timeout=COMMAND_TIMEOUT, env=self.env())
+            except subprocess.TimeoutExpired as e:
+                raise Mismatch(block.page_line(first),
+                               f"timed out after {COMMAND_TIMEOUT} s; its "
+                               "output so far: " + tail(e.output))
             if result.returncode != 0:
                 output = result.stdout.strip().splitlines()
                 raise Mismatch(block.page_line(first),

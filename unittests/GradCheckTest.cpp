@@ -804,13 +804,13 @@ TEST(GradCheck, CustomGradCallIsOnePrimitive) {
   // uses the rule too.
   Env env;
   ir::Module module;
-  addRule(
-      module, "clip_dy.1", {f64({2}), f64({2}), f64({2})},
-      [](Builder &b, llvm::ArrayRef<Value *> p) {
-        Value *lo = b.scalar(DType::F64, -0.1);
-        Value *hi = b.scalar(DType::F64, 0.1);
-        return std::vector<Value *>{b.create1(OpKind::Clip, {p[2], lo, hi})};
-      });
+  addRule(module, "clip_dy.1", {f64({2}), f64({2}), f64({2})},
+          [](Builder &b, llvm::ArrayRef<Value *> p) {
+            Value *lo = b.scalar(DType::F64, -0.1);
+            Value *hi = b.scalar(DType::F64, 0.1);
+            return std::vector<Value *>{
+                b.create1(OpKind::Clip, {p[2], lo, hi})};
+          });
   ir::Function *layer = addFunction(
       module, "layer", {f64({2})}, [](Builder &b, llvm::ArrayRef<Value *> p) {
         return std::vector<Value *>{b.mul(p[0], p[0])};

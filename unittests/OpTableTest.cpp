@@ -43,9 +43,9 @@ TEST(OpTable, MatMulFollowsNumPy) {
   EXPECT_EQ(infer(OpKind::MatMul, {f32({k(2), k(3)}), f32({k(3)})}), "f32[2]");
   EXPECT_EQ(infer(OpKind::MatMul, {f32({k(3)}), f32({k(3), k(4)})}), "f32[4]");
   EXPECT_EQ(infer(OpKind::MatMul, {f32({k(3)}), f32({k(3)})}), "f32");
-  EXPECT_EQ(infer(OpKind::MatMul,
-                  {f32({k(5), k(2), k(3)}), f32({k(3), n("N")})}),
-            "f32[5, 2, N]");
+  EXPECT_EQ(
+      infer(OpKind::MatMul, {f32({k(5), k(2), k(3)}), f32({k(3), n("N")})}),
+      "f32[5, 2, N]");
   EXPECT_EQ(infer(OpKind::MatMul, {f32({k(2), k(3)}), f32({k(4), k(3)})}),
             "error: cannot matmul tensors of shape [2, 3] and [4, 3]");
 }

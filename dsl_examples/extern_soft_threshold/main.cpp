@@ -21,10 +21,9 @@ int main() {
   std::vector<float> w(n, 0.0f), dw(n), s(n);
   for (int step = 0; step <= 40; ++step) {
     float loss = 0;
-    extern_soft_threshold::loss({w.data(), {n}}, {target.data(), {n}}, t,
-                                loss);
-    extern_soft_threshold::loss_grad({w.data(), {n}}, {target.data(), {n}},
-                                     t, {dw.data(), {n}});
+    extern_soft_threshold::loss({w.data(), {n}}, {target.data(), {n}}, t, loss);
+    extern_soft_threshold::loss_grad({w.data(), {n}}, {target.data(), {n}}, t,
+                                     {dw.data(), {n}});
     if (step % 10 == 0)
       std::printf("step %2d  loss %g\n", step, loss);
     for (int i = 0; i < n; ++i)

@@ -5,8 +5,7 @@
 
 #include <cmath>
 
-extern "C" int soft_threshold(int64_t N, const float *x, float t,
-                              float *out) {
+extern "C" int soft_threshold(int64_t N, const float *x, float t, float *out) {
   if (N < 0)
     return 1;
   for (int64_t i = 0; i < N; ++i) {

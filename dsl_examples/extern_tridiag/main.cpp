@@ -25,11 +25,10 @@ int main() {
     float loss = 0;
     extern_tridiag::loss({a.data(), {n}}, {b.data(), {n}}, {c.data(), {n}},
                          {d.data(), {n}}, {target.data(), {n}}, loss);
-    extern_tridiag::loss_grad({a.data(), {n}}, {b.data(), {n}},
-                              {c.data(), {n}}, {d.data(), {n}},
-                              {target.data(), {n}}, {da.data(), {n}},
-                              {db.data(), {n}}, {dc.data(), {n}},
-                              {dd.data(), {n}});
+    extern_tridiag::loss_grad({a.data(), {n}}, {b.data(), {n}}, {c.data(), {n}},
+                              {d.data(), {n}}, {target.data(), {n}},
+                              {da.data(), {n}}, {db.data(), {n}},
+                              {dc.data(), {n}}, {dd.data(), {n}});
     if (step % 50 == 0)
       std::printf("step %3d  loss %.6g\n", step, loss);
     for (int i = 0; i < n; ++i)

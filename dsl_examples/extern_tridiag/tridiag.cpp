@@ -40,11 +40,10 @@ extern "C" int tridiag_solve(int64_t N, const float *a, const float *b,
   return 0;
 }
 
-extern "C" int tridiag_solve_adjoint(int64_t N, const float *a,
-                                     const float *b, const float *c,
-                                     const float *x, const float *dx,
-                                     float *da, float *db, float *dc,
-                                     float *dd) {
+extern "C" int tridiag_solve_adjoint(int64_t N, const float *a, const float *b,
+                                     const float *c, const float *x,
+                                     const float *dx, float *da, float *db,
+                                     float *dc, float *dd) {
   if (N < 0)
     return 1;
   // A^T has sub-diagonal c[i-1] and super-diagonal a[i+1].

@@ -111,8 +111,8 @@ void TextDiagnosticPrinter::handle(const Diagnostic &diag) {
     PresumedLoc e = sm.getPresumedLoc(r.end);
     if (!b.isValid() || b.line != p.line || b.filename != p.filename)
       continue;
-    unsigned endCol = (e.isValid() && e.line == p.line) ? e.column
-                                                        : line.size() + 1;
+    unsigned endCol =
+        (e.isValid() && e.line == p.line) ? e.column : line.size() + 1;
     for (unsigned c = b.column; c < endCol && c - 1 < marks.size(); ++c)
       marks[c - 1] = '~';
   }
@@ -190,9 +190,9 @@ bool VerifyDiagnosticConsumer::finish() {
     PresumedLoc p = sm.getPresumedLoc(d.loc);
     auto match = std::find_if(
         expected.begin(), expected.end(), [&](const Expectation &e) {
-          return !e.matched && e.severity == d.severity &&
-                 p.isValid() && e.bufferName == p.filename &&
-                 e.line == p.line && (e.column == 0 || e.column == p.column) &&
+          return !e.matched && e.severity == d.severity && p.isValid() &&
+                 e.bufferName == p.filename && e.line == p.line &&
+                 (e.column == 0 || e.column == p.column) &&
                  llvm::StringRef(d.message).contains(e.text);
         });
     if (match != expected.end()) {

@@ -74,11 +74,11 @@ bool SourceManager::addFile(llvm::StringRef path, SourceLoc &start,
 const SourceManager::Buffer *SourceManager::findBuffer(SourceLoc loc) const {
   if (!loc.isValid())
     return nullptr;
-  auto it = std::upper_bound(
-      buffers.begin(), buffers.end(), loc.getRaw(),
-      [](uint32_t raw, const std::unique_ptr<Buffer> &b) {
-        return raw < b->start;
-      });
+  auto it =
+      std::upper_bound(buffers.begin(), buffers.end(), loc.getRaw(),
+                       [](uint32_t raw, const std::unique_ptr<Buffer> &b) {
+                         return raw < b->start;
+                       });
   if (it == buffers.begin())
     return nullptr;
   const Buffer *buf = std::prev(it)->get();
@@ -110,8 +110,8 @@ PresumedLoc SourceManager::getPresumedLoc(SourceLoc loc) const {
   if (!buf)
     return result;
   uint32_t offset = loc.getRaw() - buf->start;
-  auto it = std::upper_bound(buf->lineStarts.begin(), buf->lineStarts.end(),
-                             offset);
+  auto it =
+      std::upper_bound(buf->lineStarts.begin(), buf->lineStarts.end(), offset);
   unsigned lineIndex = std::prev(it) - buf->lineStarts.begin();
   uint32_t lineStart = buf->lineStarts[lineIndex];
   llvm::StringRef rest = llvm::StringRef(buf->text).drop_front(lineStart);

@@ -225,10 +225,11 @@ JITModule::create(const ir::Module &module, unsigned optLevel,
                               optLevel, error);
 }
 
-std::unique_ptr<JITModule> JITModule::createFromLLVMModule(
-    const ir::Module &module, std::unique_ptr<llvm::Module> llvmModule,
-    std::unique_ptr<llvm::LLVMContext> context, unsigned optLevel,
-    std::string &error) {
+std::unique_ptr<JITModule>
+JITModule::createFromLLVMModule(const ir::Module &module,
+                                std::unique_ptr<llvm::Module> llvmModule,
+                                std::unique_ptr<llvm::LLVMContext> context,
+                                unsigned optLevel, std::string &error) {
   auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
     error = llvm::toString(std::move(e));
     return nullptr;

@@ -23,9 +23,8 @@ Op *Builder::createWithTypes(OpKind kind, llvm::ArrayRef<Value *> operands,
   return op;
 }
 
-llvm::SmallVector<Value *, 1> Builder::create(OpKind kind,
-                                              llvm::ArrayRef<Value *> operands,
-                                              AttrList attrs) {
+llvm::SmallVector<Value *, 1>
+Builder::create(OpKind kind, llvm::ArrayRef<Value *> operands, AttrList attrs) {
   llvm::SmallVector<TensorType, 4> operandTypes;
   for (Value *v : operands)
     operandTypes.push_back(v->getType());

@@ -498,15 +498,14 @@ private:
             << boundDim(paramType, argType, conflict).str();
       } else {
         error(op.getLoc(), diag::err_verify_call_arg_type)
-            << i << desc << argType.str() << callee.paramNames[i]
-            << calleeName << paramType.str();
+            << i << desc << argType.str() << callee.paramNames[i] << calleeName
+            << paramType.str();
       }
       return;
     }
     if (callee.results.size() != op.getNumResults()) {
       error(op.getLoc(), diag::err_verify_call_result_count)
-          << desc << op.getNumResults() << calleeName
-          << callee.results.size();
+          << desc << op.getNumResults() << calleeName << callee.results.size();
       return;
     }
     for (unsigned i = 0; i < callee.results.size(); ++i) {

@@ -48,8 +48,7 @@ bool checkFloat(llvm::StringRef op, const TensorType &t, OpTypeError &error) {
   return fail(error, diag::err_op_needs_float, {op.str(), t.str()});
 }
 
-bool checkNumeric(llvm::StringRef op, const TensorType &t,
-                  OpTypeError &error) {
+bool checkNumeric(llvm::StringRef op, const TensorType &t, OpTypeError &error) {
   if (isNumeric(t.dtype))
     return true;
   return fail(error, diag::err_op_needs_numeric, {op.str(), t.str()});
@@ -114,8 +113,7 @@ bool inferArith(llvm::ArrayRef<TensorType> ops, AttrList &,
                 OpTypeError &error) {
   llvm::StringRef name = getOpName(K);
   for (const TensorType &t : ops)
-    if (FloatOnly ? !checkFloat(name, t, error)
-                  : !checkNumeric(name, t, error))
+    if (FloatOnly ? !checkFloat(name, t, error) : !checkNumeric(name, t, error))
       return false;
   if (!checkSameDType(name, ops[0], ops[1], error))
     return false;
@@ -159,8 +157,7 @@ bool inferSelect(llvm::ArrayRef<TensorType> ops, AttrList &,
 }
 
 bool inferClip(llvm::ArrayRef<TensorType> ops, AttrList &,
-               llvm::SmallVectorImpl<TensorType> &results,
-               OpTypeError &error) {
+               llvm::SmallVectorImpl<TensorType> &results, OpTypeError &error) {
   for (const TensorType &t : ops)
     if (!checkNumeric("clip", t, error))
       return false;
@@ -308,8 +305,7 @@ bool inferTranspose(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
   std::vector<int64_t> identity(rank);
   std::iota(identity.begin(), identity.end(), 0);
   if (sorted != identity)
-    return fail(error, diag::err_op_perm,
-                {attrValueStr(perm), ops[0].str()});
+    return fail(error, diag::err_op_perm, {attrValueStr(perm), ops[0].str()});
   for (int64_t &p : perm)
     if (p < 0)
       p += rank;
@@ -421,13 +417,13 @@ bool checkSameTypes(llvm::StringRef op, llvm::ArrayRef<TensorType> ops,
     return fail(error, diag::err_op_empty_list, {op.str()});
   for (const TensorType &t : ops.drop_front())
     if (t != ops[0])
-      return fail(error, diag::err_op_list_types, {op.str(), ops[0].str(),
-                                                   t.str()});
+      return fail(error, diag::err_op_list_types,
+                  {op.str(), ops[0].str(), t.str()});
   return true;
 }
 
-bool readAxis(llvm::StringRef op, AttrList &attrs, int64_t rank,
-              int64_t &axis, OpTypeError &error) {
+bool readAxis(llvm::StringRef op, AttrList &attrs, int64_t rank, int64_t &axis,
+              OpTypeError &error) {
   axis = attrs.has("axis") ? attrs.getInt("axis") : 0;
   int64_t original = axis;
   if (!normalizeAxis(axis, rank))
@@ -522,20 +518,19 @@ bool inferSplit(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
   const Dim &whole = ops[0].shape[axis];
   if (sizes.size() == 1) {
     if (sizes[0] != whole)
-      return fail(error, diag::err_op_split_sizes,
-                  {sizes[0].str(), std::to_string(axis), ops[0].str(),
-                   whole.str()});
+      return fail(
+          error, diag::err_op_split_sizes,
+          {sizes[0].str(), std::to_string(axis), ops[0].str(), whole.str()});
   } else {
     int64_t total = 0;
     for (const Dim &d : sizes)
       total += d.isKnown() ? d.getSize() : 0;
-    bool allKnown = llvm::all_of(sizes, [](const Dim &d) {
-      return d.isKnown();
-    });
+    bool allKnown =
+        llvm::all_of(sizes, [](const Dim &d) { return d.isKnown(); });
     if (!allKnown || !whole.isKnown() || total != whole.getSize())
-      return fail(error, diag::err_op_split_sizes,
-                  {shapeStr(sizes), std::to_string(axis), ops[0].str(),
-                   whole.str()});
+      return fail(
+          error, diag::err_op_split_sizes,
+          {shapeStr(sizes), std::to_string(axis), ops[0].str(), whole.str()});
   }
   for (const Dim &d : sizes) {
     TensorType part = ops[0];
@@ -582,9 +577,9 @@ bool inferSoftmaxCrossEntropy(llvm::ArrayRef<TensorType> ops, AttrList &,
                 {"softmax_cross_entropy", "1", logits.str()});
   Shape rows(logits.shape.begin(), logits.shape.end() - 1);
   if (labels.dtype != DType::I32 || labels.shape != rows)
-    return fail(error, diag::err_op_labels,
-                {rows.empty() ? "" : shapeStr(rows), logits.str(),
-                 labels.str()});
+    return fail(
+        error, diag::err_op_labels,
+        {rows.empty() ? "" : shapeStr(rows), logits.str(), labels.str()});
   results.push_back(TensorType(logits.dtype, rows));
   return true;
 }
@@ -627,27 +622,64 @@ constexpr const char *notDiffConstant =
 #define BINARY(K, N, INFER, SUMMARY)                                           \
   {OpKind::K, N, xy, false, {}, {}, nullptr, true, SUMMARY, INFER}
 #define COMPARE(K, N, ORD, SUMMARY)                                            \
-  {OpKind::K,     N,    xy,      false,                                      \
-   {},            {},   notDiffCompare, true,                                 \
-   SUMMARY,       inferCompare<OpKind::K, ORD>}
+  {OpKind::K,                                                                  \
+   N,                                                                          \
+   xy,                                                                         \
+   false,                                                                      \
+   {},                                                                         \
+   {},                                                                         \
+   notDiffCompare,                                                             \
+   true,                                                                       \
+   SUMMARY,                                                                    \
+   inferCompare<OpKind::K, ORD>}
 
 const OpInfo opTable[] = {
     UNARY(Identity, "identity", inferSameAny, "y = x"),
-    {OpKind::StopGradient, "stop_gradient", xOnly, false, {}, {},
-     "it is the identity forward and blocks the gradient by definition", true,
-     "y = x; no gradient flows through", inferSameAny},
-    {OpKind::ZerosLike, "zeros_like", xOnly, false, {}, {}, notDiffConstant,
-     true, "zeros of x's type", inferSameAny},
-    {OpKind::OnesLike, "ones_like", xOnly, false, {}, {}, notDiffConstant,
-     true, "ones of x's type", inferSameAny},
+    {OpKind::StopGradient,
+     "stop_gradient",
+     xOnly,
+     false,
+     {},
+     {},
+     "it is the identity forward and blocks the gradient by definition",
+     true,
+     "y = x; no gradient flows through",
+     inferSameAny},
+    {OpKind::ZerosLike,
+     "zeros_like",
+     xOnly,
+     false,
+     {},
+     {},
+     notDiffConstant,
+     true,
+     "zeros of x's type",
+     inferSameAny},
+    {OpKind::OnesLike,
+     "ones_like",
+     xOnly,
+     false,
+     {},
+     {},
+     notDiffConstant,
+     true,
+     "ones of x's type",
+     inferSameAny},
     UNARY(Neg, "neg", inferSameNumeric<OpKind::Neg>, "y = -x"),
     UNARY(Exp, "exp", inferSameFloat<OpKind::Exp>, "y = e^x"),
     UNARY(Log, "log", inferSameFloat<OpKind::Log>, "y = ln x"),
     UNARY(Sqrt, "sqrt", inferSameFloat<OpKind::Sqrt>, "y = sqrt(x)"),
     UNARY(Abs, "abs", inferSameNumeric<OpKind::Abs>, "y = |x|"),
-    {OpKind::Sign, "sign", xOnly, false, {}, {},
+    {OpKind::Sign,
+     "sign",
+     xOnly,
+     false,
+     {},
+     {},
      "it is piecewise constant: its derivative is zero wherever it exists",
-     true, "y = -1, 0 or 1", inferSameNumeric<OpKind::Sign>},
+     true,
+     "y = -1, 0 or 1",
+     inferSameNumeric<OpKind::Sign>},
     UNARY(Sin, "sin", inferSameFloat<OpKind::Sin>, "y = sin x"),
     UNARY(Cos, "cos", inferSameFloat<OpKind::Cos>, "y = cos x"),
     UNARY(Tanh, "tanh", inferSameFloat<OpKind::Tanh>, "y = tanh x"),
@@ -673,57 +705,214 @@ const OpInfo opTable[] = {
     COMPARE(GreaterEqual, "greater_equal", true, "z = x >= y"),
     COMPARE(Equal, "equal", false, "z = x == y"),
     COMPARE(NotEqual, "not_equal", false, "z = x != y"),
-    {OpKind::Select, "select", selectOperands, false, {}, selectDiff, nullptr,
-     true, "z = cond ? a : b", inferSelect},
-    {OpKind::Clip, "clip", clipOperands, false, {}, {}, nullptr, true,
-     "z = min(max(x, lo), hi)", inferClip},
+    {OpKind::Select,
+     "select",
+     selectOperands,
+     false,
+     {},
+     selectDiff,
+     nullptr,
+     true,
+     "z = cond ? a : b",
+     inferSelect},
+    {OpKind::Clip,
+     "clip",
+     clipOperands,
+     false,
+     {},
+     {},
+     nullptr,
+     true,
+     "z = min(max(x, lo), hi)",
+     inferClip},
 
-    {OpKind::Sum, "sum", xOnly, false, reduceAttrs, {}, nullptr, true,
-     "sum over axes", inferReduce<OpKind::Sum, false>},
-    {OpKind::Mean, "mean", xOnly, false, reduceAttrs, {}, nullptr, true,
-     "mean over axes", inferReduce<OpKind::Mean, true>},
-    {OpKind::Max, "max", xOnly, false, reduceAttrs, {}, nullptr, true,
-     "maximum over axes", inferReduce<OpKind::Max, false>},
-    {OpKind::LogSumExp, "logsumexp", xOnly, false, reduceAttrs, {}, nullptr,
-     true, "ln of the sum of e^x over axes, computed stably",
+    {OpKind::Sum,
+     "sum",
+     xOnly,
+     false,
+     reduceAttrs,
+     {},
+     nullptr,
+     true,
+     "sum over axes",
+     inferReduce<OpKind::Sum, false>},
+    {OpKind::Mean,
+     "mean",
+     xOnly,
+     false,
+     reduceAttrs,
+     {},
+     nullptr,
+     true,
+     "mean over axes",
+     inferReduce<OpKind::Mean, true>},
+    {OpKind::Max,
+     "max",
+     xOnly,
+     false,
+     reduceAttrs,
+     {},
+     nullptr,
+     true,
+     "maximum over axes",
+     inferReduce<OpKind::Max, false>},
+    {OpKind::LogSumExp,
+     "logsumexp",
+     xOnly,
+     false,
+     reduceAttrs,
+     {},
+     nullptr,
+     true,
+     "ln of the sum of e^x over axes, computed stably",
      inferReduce<OpKind::LogSumExp, true>},
-    {OpKind::Softmax, "softmax", xOnly, false, axisAttr, {}, nullptr, true,
-     "e^x / sum(e^x) along axis", inferSoftmax<OpKind::Softmax>},
-    {OpKind::LogSoftmax, "log_softmax", xOnly, false, axisAttr, {}, nullptr,
-     true, "x - logsumexp(x) along axis", inferSoftmax<OpKind::LogSoftmax>},
+    {OpKind::Softmax,
+     "softmax",
+     xOnly,
+     false,
+     axisAttr,
+     {},
+     nullptr,
+     true,
+     "e^x / sum(e^x) along axis",
+     inferSoftmax<OpKind::Softmax>},
+    {OpKind::LogSoftmax,
+     "log_softmax",
+     xOnly,
+     false,
+     axisAttr,
+     {},
+     nullptr,
+     true,
+     "x - logsumexp(x) along axis",
+     inferSoftmax<OpKind::LogSoftmax>},
 
     BINARY(MatMul, "matmul", inferMatMul,
            "matrix product with NumPy matmul rules"),
-    {OpKind::Transpose, "transpose", xOnly, false, permAttr, {}, nullptr, true,
-     "permute axes (default: reverse them)", inferTranspose},
-    {OpKind::Reshape, "reshape", xOnly, false, shapeAttr, {}, nullptr, true,
-     "same elements, new shape (one -1 is inferred)", inferReshape},
-    {OpKind::BroadcastTo, "broadcast_to", xOnly, false, shapeAttr, {}, nullptr,
-     true, "NumPy broadcast to a shape", inferBroadcastTo},
-    {OpKind::Stack, "stack", listOperand, true, axisAttr, {}, nullptr, true,
-     "join tensors along a new axis", inferStack},
-    {OpKind::Unstack, "unstack", xOnly, false, axisAttr, {}, nullptr, true,
-     "split a tensor along an axis into a list", inferUnstack},
-    {OpKind::Concat, "concat", listOperand, true, axisAttr, {}, nullptr, true,
-     "join tensors along an existing axis", inferConcat},
-    {OpKind::Split, "split", xOnly, false, splitAttrs, {}, nullptr, false,
-     "cut a tensor along an axis into parts of given sizes", inferSplit},
+    {OpKind::Transpose,
+     "transpose",
+     xOnly,
+     false,
+     permAttr,
+     {},
+     nullptr,
+     true,
+     "permute axes (default: reverse them)",
+     inferTranspose},
+    {OpKind::Reshape,
+     "reshape",
+     xOnly,
+     false,
+     shapeAttr,
+     {},
+     nullptr,
+     true,
+     "same elements, new shape (one -1 is inferred)",
+     inferReshape},
+    {OpKind::BroadcastTo,
+     "broadcast_to",
+     xOnly,
+     false,
+     shapeAttr,
+     {},
+     nullptr,
+     true,
+     "NumPy broadcast to a shape",
+     inferBroadcastTo},
+    {OpKind::Stack,
+     "stack",
+     listOperand,
+     true,
+     axisAttr,
+     {},
+     nullptr,
+     true,
+     "join tensors along a new axis",
+     inferStack},
+    {OpKind::Unstack,
+     "unstack",
+     xOnly,
+     false,
+     axisAttr,
+     {},
+     nullptr,
+     true,
+     "split a tensor along an axis into a list",
+     inferUnstack},
+    {OpKind::Concat,
+     "concat",
+     listOperand,
+     true,
+     axisAttr,
+     {},
+     nullptr,
+     true,
+     "join tensors along an existing axis",
+     inferConcat},
+    {OpKind::Split,
+     "split",
+     xOnly,
+     false,
+     splitAttrs,
+     {},
+     nullptr,
+     false,
+     "cut a tensor along an axis into parts of given sizes",
+     inferSplit},
 
-    {OpKind::OneHot, "one_hot", oneHotOperands, false, oneHotAttrs, {},
-     "its operand is integer indices", true,
-     "f32 rows with 1 at each index, 0 elsewhere", inferOneHot},
-    {OpKind::SoftmaxCrossEntropy, "softmax_cross_entropy", sceOperands, false,
-     {}, sceDiff, nullptr, true,
-     "per row: logsumexp(logits) - logits[label]", inferSoftmaxCrossEntropy},
+    {OpKind::OneHot,
+     "one_hot",
+     oneHotOperands,
+     false,
+     oneHotAttrs,
+     {},
+     "its operand is integer indices",
+     true,
+     "f32 rows with 1 at each index, 0 elsewhere",
+     inferOneHot},
+    {OpKind::SoftmaxCrossEntropy,
+     "softmax_cross_entropy",
+     sceOperands,
+     false,
+     {},
+     sceDiff,
+     nullptr,
+     true,
+     "per row: logsumexp(logits) - logits[label]",
+     inferSoftmaxCrossEntropy},
 
-    {OpKind::Constant, "constant", {}, false, constantAttr, {},
-     "it has no operands", false, "a literal tensor", nullptr},
-    {OpKind::Call, "call", callOperands, true, calleeAttr, {}, nullptr, false,
-     "call of another function", nullptr},
+    {OpKind::Constant,
+     "constant",
+     {},
+     false,
+     constantAttr,
+     {},
+     "it has no operands",
+     false,
+     "a literal tensor",
+     nullptr},
+    {OpKind::Call,
+     "call",
+     callOperands,
+     true,
+     calleeAttr,
+     {},
+     nullptr,
+     false,
+     "call of another function",
+     nullptr},
     // Differentiable only through the @custom_grad rule the call carries;
     // without one, differentiation reports the extern by name.
-    {OpKind::ExternCall, "extern_call", callOperands, true, calleeAttr, {},
-     nullptr, false, "call of an extern C/C++ function", nullptr},
+    {OpKind::ExternCall,
+     "extern_call",
+     callOperands,
+     true,
+     calleeAttr,
+     {},
+     nullptr,
+     false,
+     "call of an extern C/C++ function",
+     nullptr},
 };
 
 #undef UNARY
@@ -834,8 +1023,7 @@ bool OpInfo::isOperandDifferentiable(unsigned index) const {
     return true;
   if (variadic)
     return differentiableOperands[0];
-  return index < differentiableOperands.size() &&
-         differentiableOperands[index];
+  return index < differentiableOperands.size() && differentiableOperands[index];
 }
 
 const AttrInfo *OpInfo::findAttr(llvm::StringRef attrName) const {

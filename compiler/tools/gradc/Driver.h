@@ -58,8 +58,8 @@ struct RunBackend {
   const char *name;
   const char *description;
   bool (*run)(const ir::Module &module, llvm::StringRef fnName,
-              llvm::ArrayRef<ir::Tensor> args,
-              std::vector<ir::Tensor> &results, std::string &error);
+              llvm::ArrayRef<ir::Tensor> args, std::vector<ir::Tensor> &results,
+              std::string &error);
 };
 
 /// Every backend, in the order `--help` and error messages list them.
@@ -78,9 +78,8 @@ int runCommand(Compilation &c, llvm::StringRef path,
 /// `gradc check FILE`: compares every generated gradient with central
 /// finite differences in f64 at `points` random points drawn from `seed`.
 /// Returns the exit status (1 when an undeclared gradient disagrees).
-int checkCommand(Compilation &c, llvm::StringRef path,
-                 llvm::StringRef backend, llvm::StringRef pipeline,
-                 uint64_t seed, unsigned points);
+int checkCommand(Compilation &c, llvm::StringRef path, llvm::StringRef backend,
+                 llvm::StringRef pipeline, uint64_t seed, unsigned points);
 
 } // namespace gradc::driver
 

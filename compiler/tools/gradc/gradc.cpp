@@ -39,8 +39,8 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::SubCommand runCmd("run", "Evaluate one call of a function of the file");
-cl::SubCommand checkCmd(
-    "check", "Compare every gradient with central finite differences");
+cl::SubCommand
+    checkCmd("check", "Compare every gradient with central finite differences");
 
 cl::OptionCategory gradcCategory("gradc options");
 
@@ -83,16 +83,14 @@ cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
 
 cl::opt<bool> verify("verify",
                      cl::desc("Check diagnostics against expected-* comments"),
-                     cl::sub(cl::SubCommand::getAll()),
-                     cl::cat(gradcCategory));
+                     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
 cl::opt<bool> parseOnly("parse-only",
                         cl::desc("With --emit=ast: dump before checking"),
                         cl::cat(gradcCategory));
 
 cl::opt<bool> noOpt("O0", cl::desc("Do not simplify after differentiation"),
-                    cl::sub(cl::SubCommand::getAll()),
-                    cl::cat(gradcCategory));
+                    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
 cl::opt<std::string> passes(
     "passes", cl::desc("Passes to run after differentiation (comma list)"),
@@ -114,11 +112,9 @@ cl::opt<bool> valueAndGrad(
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
                         cl::cat(gradcCategory));
 
-cl::opt<std::string>
-    targetTriple("target",
-                 cl::desc("Target triple of --emit=llvm|obj (default: host)"),
-                 cl::value_desc("TRIPLE"), cl::init(""),
-                 cl::cat(gradcCategory));
+cl::opt<std::string> targetTriple(
+    "target", cl::desc("Target triple of --emit=llvm|obj (default: host)"),
+    cl::value_desc("TRIPLE"), cl::init(""), cl::cat(gradcCategory));
 
 cl::opt<std::string> targetCPU(
     "cpu",
@@ -154,10 +150,10 @@ cl::opt<bool> useBlas(
              "matrix products (link a CBLAS such as OpenBLAS)"),
     cl::cat(gradcCategory));
 
-cl::opt<std::string> moduleName(
-    "module-name",
-    cl::desc("Prefix of the C symbols (default: the file's stem)"),
-    cl::value_desc("NAME"), cl::init(""), cl::cat(gradcCategory));
+cl::opt<std::string>
+    moduleName("module-name",
+               cl::desc("Prefix of the C symbols (default: the file's stem)"),
+               cl::value_desc("NAME"), cl::init(""), cl::cat(gradcCategory));
 
 cl::list<std::string>
     includeDirs("I", cl::Prefix,

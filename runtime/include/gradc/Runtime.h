@@ -555,9 +555,13 @@ enum Transpose : bool { NoTranspose = false, Transposed = true };
 
 namespace detail {
 
-template <typename T> struct Accumulator { using type = T; };
+template <typename T> struct Accumulator {
+  using type = T;
+};
 // i32 products wrap: accumulate in uint32_t, where overflow is defined.
-template <> struct Accumulator<int32_t> { using type = uint32_t; };
+template <> struct Accumulator<int32_t> {
+  using type = uint32_t;
+};
 
 /// c[i, j0 + j] += sum_p op(a)[i, p0 + p] panel[p, j] for rows [i0, i1)
 /// and columns [j, jEnd) of a panel: the simple loop for the edges.
@@ -695,10 +699,9 @@ GRADC_ALWAYS_INLINE void matmul(const float *a, Transpose ta, const float *b,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n),
               accumulate ? 1.0f : 0.0f, c, static_cast<int>(n));
 }
-GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta,
-                                const double *b, Transpose tb, double *c,
-                                int64_t m, int64_t n, int64_t k,
-                                bool accumulate = false) {
+GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta, const double *b,
+                                Transpose tb, double *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
   if (m * n * k < blasMinWork) {
     matmul<double>(a, ta, b, tb, c, m, n, k, accumulate);
     return;

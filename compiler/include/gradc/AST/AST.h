@@ -63,8 +63,8 @@ struct TypeExpr {
 struct ValueType {
   enum Kind { Unknown, Tensor, List, Tuple };
   Kind kind = Unknown;
-  TensorType tensor;                  // when kind == Tensor
-  std::vector<TensorType> elements;   // when kind == List or Tuple
+  TensorType tensor;                // when kind == Tensor
+  std::vector<TensorType> elements; // when kind == List or Tuple
 
   static ValueType ofTensor(TensorType t) {
     ValueType v;
@@ -92,7 +92,17 @@ struct RuleChoice {
 
 class Expr {
 public:
-  enum class Kind { Number, Bool, Name, Unary, Binary, Call, List, Tuple, Index };
+  enum class Kind {
+    Number,
+    Bool,
+    Name,
+    Unary,
+    Binary,
+    Call,
+    List,
+    Tuple,
+    Index
+  };
 
   virtual ~Expr();
   Kind getKind() const { return kind; }
@@ -179,8 +189,8 @@ struct KeywordArg {
 /// `NAME_grad`.
 class CallExpr : public Expr {
 public:
-  CallExpr(SourceRange r, Ident callee) : Expr(Kind::Call, r),
-                                          callee(std::move(callee)) {}
+  CallExpr(SourceRange r, Ident callee)
+      : Expr(Kind::Call, r), callee(std::move(callee)) {}
   Ident callee;
   std::vector<ExprPtr> args;
   std::vector<KeywordArg> keywordArgs;
@@ -350,8 +360,8 @@ public:
   bool externReturnsVoid = false;
 
   // Set by Sema.
-  bool wantsGrad = false;                   ///< has @grad
-  std::vector<unsigned> gradParams;         ///< indices differentiated
+  bool wantsGrad = false;           ///< has @grad
+  std::vector<unsigned> gradParams; ///< indices differentiated
   /// @custom_grad(rule) or an inline grad block: calls of this function
   /// use this rule; its body is never differentiated.
   const RuleInstance *customGrad = nullptr;
@@ -377,10 +387,10 @@ using DeclPtr = std::unique_ptr<Decl>;
 /// function that takes the operands, the results and their cotangents and
 /// returns one cotangent per operand.
 struct RuleInstance {
-  std::string name;                ///< unique in the module: `first_only.1`
-  const RuleDecl *rule = nullptr;  ///< null for an inline grad block
+  std::string name;                    ///< unique in the module: `first_only.1`
+  const RuleDecl *rule = nullptr;      ///< null for an inline grad block
   const FnDecl *gradBlockOf = nullptr; ///< the fn of an inline grad block
-  SourceRange useRange;            ///< the op or call it serves
+  SourceRange useRange;                ///< the op or call it serves
   /// One parameter per rule parameter, typed (a list for a list operand).
   std::vector<Ident> paramNames;
   std::vector<ValueType> paramTypes;

@@ -87,11 +87,10 @@ bool runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
 /// printed IR and by `tag` (what was compiled, and how: "llvm:f",
 /// "cpp"), so a changed module is never served stale code. Null with
 /// `error` set when `compile` fails; the failure is kept too.
-JITModule *
-getCachedJITModule(const ir::Module &module, llvm::StringRef tag,
-                   llvm::function_ref<std::unique_ptr<JITModule>(std::string &)>
-                       compile,
-                   std::string &error);
+JITModule *getCachedJITModule(
+    const ir::Module &module, llvm::StringRef tag,
+    llvm::function_ref<std::unique_ptr<JITModule>(std::string &)> compile,
+    std::string &error);
 
 /// The message for a status of docs/ABI.md ("integer division by zero").
 std::string describeStatus(int status);

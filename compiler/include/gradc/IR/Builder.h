@@ -30,9 +30,8 @@ public:
   void setNote(std::string n) { note = std::move(n); }
 
   /// Creates an op and types its results with the op table.
-  llvm::SmallVector<Value *, 1> create(OpKind kind,
-                                       llvm::ArrayRef<Value *> operands,
-                                       AttrList attrs = {});
+  llvm::SmallVector<Value *, 1>
+  create(OpKind kind, llvm::ArrayRef<Value *> operands, AttrList attrs = {});
   /// The same for an op with one result.
   Value *create1(OpKind kind, llvm::ArrayRef<Value *> operands,
                  AttrList attrs = {});

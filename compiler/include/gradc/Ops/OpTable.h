@@ -30,16 +30,16 @@ enum class OpKind : uint16_t {
 
 /// How an op's attribute is written and stored.
 enum class AttrKind {
-  Int,       ///< an integer: `axis = 1`
-  Axes,      ///< an integer or a list; absent means all axes. Stored as a
-             ///< sorted list of non-negative axes.
-  IntList,   ///< a list of integers: `perm = [1, 0]`
-  Bool,      ///< `true` / `false`
-  Shape,     ///< a list of sizes or size names: `[N, 784]`; -1 in reshape
-  Dim,       ///< one size or size name: `one_hot(y, 10)`; stored as a Shape
-             ///< of one dimension
-  Floats,    ///< IR only: a constant's values
-  Symbol,    ///< IR only: a callee's name
+  Int,     ///< an integer: `axis = 1`
+  Axes,    ///< an integer or a list; absent means all axes. Stored as a
+           ///< sorted list of non-negative axes.
+  IntList, ///< a list of integers: `perm = [1, 0]`
+  Bool,    ///< `true` / `false`
+  Shape,   ///< a list of sizes or size names: `[N, 784]`; -1 in reshape
+  Dim,     ///< one size or size name: `one_hot(y, 10)`; stored as a Shape
+           ///< of one dimension
+  Floats,  ///< IR only: a constant's values
+  Symbol,  ///< IR only: a callee's name
 };
 
 struct AttrInfo {

@@ -1,13 +1,16 @@
 //===- gradc-opt.cpp - Run passes on textual IR ---------------------------===//
 //
 //   gradc-opt FILE.ir [--passes=a,b] [--verify-each=false] [--print-locs]
-//                     [--call 'f([1, 2])'] [-verify] [-o OUT]
+//                     [--emit=ir|loops] [--call 'f([1, 2])'] [-verify]
+//                     [-o OUT]
 //
 // In the spirit of LLVM's `opt`: reads a module in the textual form of
 // docs/IR.md, verifies it, runs the named passes (verifying after each one
 // unless --verify-each=false) and prints the result. With --call it
 // interprets one call instead and prints each result on its own line, the
-// way `gradc run` does. Any error in the input exits with status 1; with
+// way `gradc run` does. --emit=loops lowers the result to the loop IR
+// (docs/Loops.md) and prints that; with --call, the loop IR's evaluator
+// runs the call instead of the interpreter. Any error in the input exits with status 1; with
 // -verify, diagnostics are checked against `expected-*` comments instead.
 //
 //===----------------------------------------------------------------------===//
@@ -17,6 +20,7 @@
 #include "gradc/IR/Literal.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/IR/Verifier.h"
+#include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -52,6 +56,14 @@ cl::opt<bool> printLocs("print-locs", cl::desc("Print locations"),
 cl::opt<std::string>
     callExpr("call", cl::desc("Interpret this call and print its results"),
              cl::value_desc("f([1, 2])"), cl::init(""), cl::cat(optCategory));
+
+enum class EmitKind { IR, Loops };
+cl::opt<EmitKind> emitKind(
+    "emit", cl::desc("What to print"), cl::init(EmitKind::IR),
+    cl::values(clEnumValN(EmitKind::IR, "ir", "the IR after the passes"),
+               clEnumValN(EmitKind::Loops, "loops",
+                          "the loop IR that the backends print")),
+    cl::cat(optCategory));
 
 cl::opt<bool> verify("verify",
                      cl::desc("Check diagnostics against expected-* comments"),
@@ -131,7 +143,10 @@ bool runCall(Session &s, const ir::Module &module, llvm::raw_ostream &os) {
     }
   }
   std::vector<ir::Tensor> results;
-  if (!ir::interpret(module, callee, args, results, error)) {
+  bool ran = emitKind == EmitKind::Loops
+                 ? loops::runWithLoops(module, callee, args, results, error)
+                 : ir::interpret(module, callee, args, results, error);
+  if (!ran) {
     s.diags->report(callStart, diag::err_opt_run_failed) << callee << error;
     return false;
   }
@@ -166,6 +181,14 @@ int run() {
   if (!callExpr.empty()) {
     if (!runCall(s, *module, out->os()))
       return s.finish();
+  } else if (emitKind == EmitKind::Loops) {
+    std::unique_ptr<loops::LoopModule> lowered =
+        loops::lowerModule(*module, error);
+    if (!lowered || !loops::verifyLoops(*lowered, error)) {
+      llvm::errs() << "gradc-opt: error: internal error: " << error << "\n";
+      return 1;
+    }
+    loops::printLoops(*lowered, out->os(), &s.sm);
   } else {
     ir::PrintOptions options;
     options.printLocations = printLocs;

@@ -73,7 +73,29 @@ private:
            e.op != PrimOp::Max && e.op != PrimOp::Min;
   }
 
-  std::string expr(const Expr &e, bool nested = false) {
+  /// Binding strength of an infix primitive, as in C.
+  static int precedence(PrimOp op) {
+    switch (op) {
+    case PrimOp::Mul:
+    case PrimOp::Div:
+    case PrimOp::Rem:
+      return 5;
+    case PrimOp::Add:
+    case PrimOp::Sub:
+      return 4;
+    case PrimOp::And:
+      return 2;
+    case PrimOp::Or:
+      return 1;
+    default:
+      return 3; // comparisons
+    }
+  }
+
+  /// `e` printed as an operand of an infix op of precedence `outer`
+  /// (0: not an operand); `right` for the right operand, which needs
+  /// parentheses at equal precedence (`a - (b - c)`).
+  std::string expr(const Expr &e, int outer = 0, bool right = false) {
     switch (e.kind) {
     case Expr::Kind::Const:
       return constStr(e.type, e.value);
@@ -86,19 +108,19 @@ private:
         return name(e.buffer);
       return name(e.buffer) + "[" + expr(*e.args[0]) + "]";
     case Expr::Kind::Prim: {
-      if (e.op == PrimOp::Neg || e.op == PrimOp::Not) {
-        std::string s = primOpName(e.op).str() + expr(*e.args[0], true);
-        return nested ? "(" + s + ")" : s;
-      }
+      if (e.op == PrimOp::Neg || e.op == PrimOp::Not)
+        return primOpName(e.op).str() + expr(*e.args[0], 6);
       if (!isInfix(e)) {
         std::string s = primOpName(e.op).str() + "(" + expr(*e.args[0]);
         if (e.args.size() > 1)
           s += ", " + expr(*e.args[1]);
         return s + ")";
       }
-      std::string s = expr(*e.args[0], true) + " " + primOpName(e.op).str() +
-                      " " + expr(*e.args[1], true);
-      return nested ? "(" + s + ")" : s;
+      int p = precedence(e.op);
+      std::string s = expr(*e.args[0], p) + " " + primOpName(e.op).str() +
+                      " " + expr(*e.args[1], p, true);
+      bool paren = outer && (p < outer || (right && p == outer));
+      return paren ? "(" + s + ")" : s;
     }
     case Expr::Kind::Intrinsic: {
       std::string s = intrinsicName(e.fn).str() + "(" + expr(*e.args[0]);

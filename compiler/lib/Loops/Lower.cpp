@@ -50,7 +50,26 @@ static std::string plainName(const ir::ValueNamer &names, const ir::Value *v) {
   return s.size() > 1 && s[0] == '%' ? s.substr(1) : s;
 }
 
-Buffer *Lowering::bufferOf(const ir::Value *v) { return buffers.lookup(v); }
+Buffer *Lowering::bufferOf(const ir::Value *v) {
+  if (Buffer *b = buffers.lookup(v))
+    return b;
+  auto splat = splats.find(v);
+  if (splat == splats.end())
+    return nullptr;
+  const TensorType &type = v->getType();
+  Buffer *b = fn.addBuffer(Buffer::Kind::Scratch, type.dtype, type.shape,
+                           plainName(names, v));
+  buffers[v] = b;
+  // The fill goes before the statements of the op being lowered, which
+  // may already have opened its loops.
+  Block fill;
+  Nest n = openNest(fill, type.shape);
+  store(*n.body, b, flatIndex(type.shape, n.idx),
+        constant(fromDType(type.dtype), splat->second));
+  for (StmtPtr &s : fill)
+    top().insert(top().begin() + opStart++, std::move(s));
+  return b;
+}
 
 bool Lowering::mayAlias(const ir::Op &op, unsigned i) const {
   return !outputFor.count(op.getResult(i));
@@ -75,6 +94,7 @@ Buffer *Lowering::local(ScalarType type, llvm::StringRef name) {
 }
 
 void Lowering::setOrigin(const ir::Op *op) {
+  opStart = top().size();
   origin = Origin();
   if (!op)
     return;
@@ -161,6 +181,11 @@ ExprPtr Lowering::broadcastIndex(llvm::ArrayRef<Dim> in,
 }
 
 ExprPtr Lowering::read(const ir::Value *v, llvm::ArrayRef<ExprPtr> idx) {
+  if (!buffers.count(v)) {
+    auto splat = splats.find(v);
+    if (splat != splats.end())
+      return constant(fromDType(v->getType().dtype), splat->second);
+  }
   return load(bufferOf(v), broadcastIndex(v->getType().shape, idx));
 }
 

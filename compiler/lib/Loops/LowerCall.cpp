@@ -1,8 +1,10 @@
 //===- LowerCall.cpp - constants, calls and extern calls ------------------===//
 //
-//   constant     one value: a fill loop; several: a Constant buffer of the
-//                values rounded to the element type (copied when it is
-//                the function's output)
+//   constant     one value: the number itself wherever an elementwise op
+//                reads it (a buffer and fill loop only where one is
+//                needed: an output, a call, a kernel, a layout op);
+//                several: a Constant buffer of the values rounded to the
+//                element type (copied when it is the function's output)
 //   call         a Call of the lowered callee: its outputs are the op's
 //                result buffers; each of the callee's size names is
 //                passed with its value here (from the operand shapes)
@@ -26,6 +28,11 @@ bool lowerConstant(Lowering &l, const ir::Op &op) {
   if (!values || values->empty())
     return l.fail("a constant has no 'value'");
   const TensorType &type = op.getResult()->getType();
+  if (values->size() == 1 && l.mayAlias(op)) {
+    l.setSplat(op.getResult(),
+               ir::roundToDType(type.dtype, values->front()));
+    return true;
+  }
   if (values->size() == 1) {
     Buffer *y = l.resultBuffer(op);
     Nest n = l.openNest(l.top(), type.shape);

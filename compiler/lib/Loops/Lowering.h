@@ -41,8 +41,13 @@ public:
   LoopFunction &fn;
   std::string error;
 
-  /// The buffer that holds `v` (made when its op lowered).
+  /// The buffer that holds `v` (made when its op lowered; for a splat
+  /// constant, made and filled here, on first use as a buffer).
   Buffer *bufferOf(const ir::Value *v);
+  /// Records that `v` is the constant `value` everywhere: elementwise
+  /// readers use the number itself, and no buffer exists unless a call,
+  /// a kernel or a layout op needs one.
+  void setSplat(const ir::Value *v, double value) { splats[v] = value; }
   /// The buffer for result `i` of `op`: the function's output when the
   /// value is returned and owns one, else new scratch memory.
   Buffer *resultBuffer(const ir::Op &op, unsigned i = 0);
@@ -98,6 +103,9 @@ public:
 private:
   llvm::DenseMap<const ir::Value *, Buffer *> buffers;
   llvm::DenseMap<const ir::Value *, Buffer *> outputFor;
+  llvm::DenseMap<const ir::Value *, double> splats;
+  /// Where the statements of the op being lowered start in top().
+  size_t opStart = 0;
   ir::ValueNamer names;
 };
 

@@ -19,6 +19,8 @@
 
 #include "gradc/Loops/Loops.h"
 
+#include "llvm/ADT/StringSet.h"
+
 using namespace gradc;
 using namespace gradc::loops;
 
@@ -281,7 +283,17 @@ std::unique_ptr<LoopModule> loops::lowerModule(const ir::Module &module,
                                                std::string &error) {
   auto out = std::make_unique<LoopModule>();
   out->sourceName = module.sourceName;
+  // Rule instances are inlined after differentiation; one that is still
+  // called (a module that skipped the pipeline) is lowered like any other.
+  llvm::StringSet<> called;
+  for (const auto &f : module.getFunctions())
+    for (const auto &op : f->getOps())
+      if (op->getKind() == OpKind::Call)
+        called.insert(op->getCallee());
   for (const auto &f : module.getFunctions()) {
+    if (f->getRole() == ir::Function::Role::RuleInstance &&
+        !called.contains(f->getName()))
+      continue;
     out->functions.push_back(std::make_unique<LoopFunction>());
     if (!lowerFunction(module, *f, *out->functions.back(), error))
       return nullptr;

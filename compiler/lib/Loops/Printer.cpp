@@ -40,6 +40,9 @@ private:
   llvm::raw_ostream &os;
   const SourceManager *sm;
   const Origin *lastOrigin = nullptr;
+  /// Whether a blank line separates the next origin comment from what
+  /// precedes it (not from the function's first line).
+  bool needBlank = false;
 
   static std::string name(const Buffer *b) {
     return "%" + ir::formatIRName(b->name).substr(0);
@@ -149,7 +152,9 @@ private:
     if (lastOrigin && lastOrigin->op == o.op && lastOrigin->result == o.result)
       return;
     lastOrigin = &o;
-    os << "\n";
+    if (needBlank)
+      os << "\n";
+    needBlank = true;
     indent(depth);
     if (o.opName.empty())
       os << "# return " << o.result;
@@ -245,7 +250,10 @@ void LoopPrinter::printFunction(const LoopFunction &fn) {
     os << ")";
   }
   os << " {\n";
+  needBlank = false;
   for (const auto &b : fn.buffers) {
+    needBlank = needBlank || (b->kind != Buffer::Kind::Param &&
+                              b->kind != Buffer::Kind::Output);
     switch (b->kind) {
     case Buffer::Kind::Param:
     case Buffer::Kind::Output:

@@ -31,8 +31,7 @@ struct Copy {
     fn->name = "f";
     fn->sizeNames = {"N"};
     x = fn->addBuffer(Buffer::Kind::Param, DType::F32, {Dim::named("N")}, "x");
-    y = fn->addBuffer(Buffer::Kind::Output, DType::F32, {Dim::named("N")},
-                      "y");
+    y = fn->addBuffer(Buffer::Kind::Output, DType::F32, {Dim::named("N")}, "y");
     fn->params.push_back(x);
     fn->outputs.push_back(y);
   }
@@ -84,8 +83,7 @@ TEST(LoopsVerifier, RejectsAWriteIntoAParameter) {
   Copy c;
   c.addLoop(sizeRef("N"), c.x, loopVar(0), constant(ScalarType::F32, 0));
   c.addLoop(sizeRef("N"), c.y, loopVar(1), load(c.x, loopVar(1)));
-  EXPECT_EQ(c.verify(),
-            "in function 'f': a store into read-only buffer 'x'");
+  EXPECT_EQ(c.verify(), "in function 'f': a store into read-only buffer 'x'");
 }
 
 TEST(LoopsVerifier, RejectsAnUnwrittenOutput) {
@@ -99,9 +97,9 @@ TEST(LoopsVerifier, RejectsAnUnknownSizeAndMixedTypes) {
   EXPECT_EQ(c.verify(),
             "in function 'f': size 'M' is not a size of the function");
   Copy d;
-  d.addLoop(sizeRef("N"), d.y, loopVar(0),
-            prim(PrimOp::Add, load(d.x, loopVar(0)),
-                 constant(ScalarType::F64, 1)));
+  d.addLoop(
+      sizeRef("N"), d.y, loopVar(0),
+      prim(PrimOp::Add, load(d.x, loopVar(0)), constant(ScalarType::F64, 1)));
   EXPECT_EQ(d.verify(),
             "in function 'f': operands of '+' have types f32 and f64");
 }
@@ -140,8 +138,8 @@ TEST(LoopsEvaluator, RunsTheCopyAndBindsSizes) {
 }
 
 TEST(LoopsIR, IndexArithmeticFolds) {
-  ExprPtr e = prim(PrimOp::Add, prim(PrimOp::Mul, loopVar(0), index(1)),
-                   index(0));
+  ExprPtr e =
+      prim(PrimOp::Add, prim(PrimOp::Mul, loopVar(0), index(1)), index(0));
   EXPECT_EQ(e->kind, Expr::Kind::LoopVar);
   ExprPtr k = prim(PrimOp::Mul, index(3), index(4));
   EXPECT_TRUE(isIndexConst(*k, 12));

@@ -506,9 +506,9 @@ bool Evaluator::runExtern(const Stmt &s, std::vector<Tensor> &ins,
                 std::to_string(status));
   for (size_t i = 0; i < outs.size(); ++i)
     for (size_t j = 0; j < outs[i].data.size(); ++j)
-      outs[i].data[j] = fromC(outs[i].dtype,
-                              outBufs[i].data() +
-                                  j * elementByteSize(outs[i].dtype));
+      outs[i].data[j] =
+          fromC(outs[i].dtype,
+                outBufs[i].data() + j * elementByteSize(outs[i].dtype));
   return true;
 }
 

@@ -19,7 +19,6 @@
 using namespace gradc;
 using namespace gradc::loops;
 
-
 namespace {
 
 ExprPtr c(ScalarType t, double v) { return constant(t, v); }
@@ -30,13 +29,12 @@ ExprPtr cl(const ExprPtr &e) { return e->clone(); }
 /// no large positive number is exponentiated. NaN gives NaN (second arm).
 ExprPtr sigmoid(ExprPtr x) {
   ScalarType t = x->type;
-  ExprPtr pos =
-      prim(PrimOp::Div, c(t, 1),
-           prim(PrimOp::Add, c(t, 1),
-                intrinsic(Intrinsic::Exp, prim(PrimOp::Neg, cl(x)))));
-  ExprPtr neg = prim(PrimOp::Div, intrinsic(Intrinsic::Exp, cl(x)),
+  ExprPtr pos = prim(PrimOp::Div, c(t, 1),
                      prim(PrimOp::Add, c(t, 1),
-                          intrinsic(Intrinsic::Exp, cl(x))));
+                          intrinsic(Intrinsic::Exp, prim(PrimOp::Neg, cl(x)))));
+  ExprPtr neg =
+      prim(PrimOp::Div, intrinsic(Intrinsic::Exp, cl(x)),
+           prim(PrimOp::Add, c(t, 1), intrinsic(Intrinsic::Exp, cl(x))));
   return select(prim(PrimOp::Ge, std::move(x), c(t, 0)), std::move(pos),
                 std::move(neg));
 }
@@ -45,11 +43,11 @@ ExprPtr sigmoid(ExprPtr x) {
 ExprPtr softplus(ExprPtr x) {
   ScalarType t = x->type;
   ExprPtr positive = prim(PrimOp::Max, cl(x), c(t, 0));
-  return prim(PrimOp::Add, std::move(positive),
-              intrinsic(Intrinsic::Log1p,
-                        intrinsic(Intrinsic::Exp,
-                                  prim(PrimOp::Neg,
-                                       prim(PrimOp::Abs, std::move(x))))));
+  return prim(
+      PrimOp::Add, std::move(positive),
+      intrinsic(Intrinsic::Log1p,
+                intrinsic(Intrinsic::Exp,
+                          prim(PrimOp::Neg, prim(PrimOp::Abs, std::move(x))))));
 }
 
 /// A NaN stays itself; otherwise `rest`.
@@ -133,17 +131,16 @@ ExprPtr loops::legalizeScalar(OpKind kind, std::vector<ExprPtr> ops,
   // sign(x) = 1, -1 or 0 (+0 for ±0); NaN stays NaN.
   case OpKind::Sign: {
     ExprPtr &x = ops[0];
-    ExprPtr s = select(prim(PrimOp::Gt, cl(x), c(t, 0)), c(t, 1),
-                       select(prim(PrimOp::Lt, cl(x), c(t, 0)), c(t, -1),
-                              c(t, 0)));
+    ExprPtr s =
+        select(prim(PrimOp::Gt, cl(x), c(t, 0)), c(t, 1),
+               select(prim(PrimOp::Lt, cl(x), c(t, 0)), c(t, -1), c(t, 0)));
     return keepNaN(x, std::move(s));
   }
   // relu(x) = x > 0 ? x : +0; NaN stays NaN (not max(x, 0), which would
   // keep -0).
   case OpKind::Relu: {
     ExprPtr &x = ops[0];
-    return keepNaN(x, select(prim(PrimOp::Gt, cl(x), c(t, 0)), cl(x),
-                             c(t, 0)));
+    return keepNaN(x, select(prim(PrimOp::Gt, cl(x), c(t, 0)), cl(x), c(t, 0)));
   }
   case OpKind::Sigmoid:
     return sigmoid(cast(wide, std::move(ops[0])));

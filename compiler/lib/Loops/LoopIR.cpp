@@ -213,8 +213,7 @@ ExprPtr loops::loopVar(unsigned var) {
 }
 
 ExprPtr loops::load(Buffer *buffer, ExprPtr idx) {
-  auto e =
-      std::make_unique<Expr>(Expr::Kind::Load, fromDType(buffer->dtype));
+  auto e = std::make_unique<Expr>(Expr::Kind::Load, fromDType(buffer->dtype));
   e->buffer = buffer;
   e->args.push_back(std::move(idx));
   return e;
@@ -379,8 +378,8 @@ static void walkExpr(const Expr &e, llvm::function_ref<void(const Expr &)> f) {
 }
 
 void loops::walkExprs(const Stmt &s, llvm::function_ref<void(const Expr &)> f) {
-  for (const Expr *e : {s.extent.get(), s.index.get(), s.value.get(),
-                        s.cond.get()})
+  for (const Expr *e :
+       {s.extent.get(), s.index.get(), s.value.get(), s.cond.get()})
     if (e)
       walkExpr(*e, f);
   for (const ExprPtr &e : s.operands)

@@ -88,8 +88,8 @@ Buffer *Lowering::resultBuffer(const ir::Op &op, unsigned i) {
 }
 
 Buffer *Lowering::local(ScalarType type, llvm::StringRef name) {
-  DType d = type == ScalarType::F64   ? DType::F64
-            : type == ScalarType::I32 ? DType::I32
+  DType d = type == ScalarType::F64    ? DType::F64
+            : type == ScalarType::I32  ? DType::I32
             : type == ScalarType::Bool ? DType::Bool
                                        : DType::F32;
   return fn.addBuffer(Buffer::Kind::Local, d, {}, name);
@@ -165,9 +165,9 @@ ExprPtr Lowering::flatIndex(llvm::ArrayRef<Dim> shape,
                             llvm::ArrayRef<ExprPtr> idx) {
   ExprPtr flat = index(0);
   for (size_t k = 0; k < shape.size(); ++k)
-    flat = prim(PrimOp::Add, std::move(flat),
-                prim(PrimOp::Mul, idx[k]->clone(),
-                     extentOf(shape.drop_front(k + 1))));
+    flat = prim(
+        PrimOp::Add, std::move(flat),
+        prim(PrimOp::Mul, idx[k]->clone(), extentOf(shape.drop_front(k + 1))));
   return flat;
 }
 
@@ -303,8 +303,7 @@ std::unique_ptr<LoopModule> loops::lowerModule(const ir::Module &module,
 
 bool loops::runWithLoops(const ir::Module &module, llvm::StringRef fnName,
                          llvm::ArrayRef<ir::Tensor> args,
-                         std::vector<ir::Tensor> &results,
-                         std::string &error) {
+                         std::vector<ir::Tensor> &results, std::string &error) {
   std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
   if (!lowered)
     return false;

@@ -29,8 +29,7 @@ bool lowerConstant(Lowering &l, const ir::Op &op) {
     return l.fail("a constant has no 'value'");
   const TensorType &type = op.getResult()->getType();
   if (values->size() == 1 && l.mayAlias(op)) {
-    l.setSplat(op.getResult(),
-               ir::roundToDType(type.dtype, values->front()));
+    l.setSplat(op.getResult(), ir::roundToDType(type.dtype, values->front()));
     return true;
   }
   if (values->size() == 1) {
@@ -41,10 +40,9 @@ bool lowerConstant(Lowering &l, const ir::Op &op) {
                      ir::roundToDType(type.dtype, values->front())));
     return true;
   }
-  Buffer *data =
-      l.fn.addBuffer(Buffer::Kind::Constant, type.dtype, type.shape,
-                     l.origin.result.size() > 1 ? l.origin.result.substr(1)
-                                                : "const");
+  Buffer *data = l.fn.addBuffer(
+      Buffer::Kind::Constant, type.dtype, type.shape,
+      l.origin.result.size() > 1 ? l.origin.result.substr(1) : "const");
   for (double v : *values)
     data->data.push_back(ir::roundToDType(type.dtype, v));
   if (l.mayAlias(op)) {
@@ -68,8 +66,7 @@ bool bindSizes(Lowering &l, const ir::Op &op,
     for (unsigned p = 0; p < paramTypes.size() && !value; ++p)
       for (unsigned d = 0; d < paramTypes[p].getRank() && !value; ++d)
         if (paramTypes[p].shape[d].isNamed() &&
-            paramTypes[p].shape[d].getName() == name &&
-            p < op.getNumOperands())
+            paramTypes[p].shape[d].getName() == name && p < op.getNumOperands())
           value = extentOf(op.getOperand(p)->getType().shape[d]);
     if (!value)
       return l.fail("size '" + name + "' of '" + op.getCallee().str() +

@@ -25,12 +25,12 @@ bool loops::lowerElementwise(Lowering &l, const ir::Op &op) {
   for (const ir::Value *v : op.getOperands())
     operands.push_back(l.read(v, n.idx));
   if (op.getKind() == OpKind::Div && operandType == DType::I32)
-    l.check(*n.body,
-            prim(PrimOp::Ne, operands[1]->clone(),
-                 constant(ScalarType::I32, 0)),
-            "integer division by zero");
-  ExprPtr value = legalizeScalar(op.getKind(), std::move(operands),
-                                 operandType, type.dtype);
+    l.check(
+        *n.body,
+        prim(PrimOp::Ne, operands[1]->clone(), constant(ScalarType::I32, 0)),
+        "integer division by zero");
+  ExprPtr value = legalizeScalar(op.getKind(), std::move(operands), operandType,
+                                 type.dtype);
   if (!value)
     return l.fail("cannot lower '" + op.getName().str() + "' to loops");
   l.store(*n.body, out, Lowering::flatIndex(type.shape, n.idx),

@@ -20,7 +20,6 @@
 using namespace gradc;
 using namespace gradc::loops;
 
-
 namespace {
 
 int64_t axisAttr(const ir::Op &op, int64_t rank) {
@@ -76,10 +75,9 @@ bool lowerTranspose(Lowering &l, const ir::Op &op) {
 bool lowerReshape(Lowering &l, const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const TensorType &type = op.getResult()->getType();
-  Buffer *view = l.fn.addBuffer(Buffer::Kind::Alias, type.dtype, type.shape,
-                                l.origin.result.size() > 1
-                                    ? l.origin.result.substr(1)
-                                    : "view");
+  Buffer *view = l.fn.addBuffer(
+      Buffer::Kind::Alias, type.dtype, type.shape,
+      l.origin.result.size() > 1 ? l.origin.result.substr(1) : "view");
   view->base = l.bufferOf(x);
   view->offset = index(0);
   l.bind(op.getResult(), view);
@@ -103,8 +101,7 @@ bool lowerStack(Lowering &l, const ir::Op &op) {
     const ir::Value *x = op.getOperand(k);
     const Shape &in = x->getType().shape;
     Nest n = l.openNest(l.top(), in);
-    l.store(*n.body, y,
-            Lowering::flatIndex(shape, insertAt(n, axis, index(k))),
+    l.store(*n.body, y, Lowering::flatIndex(shape, insertAt(n, axis, index(k))),
             load(l.bufferOf(x), Lowering::flatIndex(in, n.idx)));
   }
   return true;
@@ -149,9 +146,9 @@ bool lowerSplit(Lowering &l, const ir::Op &op) {
     const Shape &part = op.getResult(k)->getType().shape;
     Buffer *y = l.resultBuffer(op, k);
     Nest n = l.openNest(l.top(), part);
-    l.store(*n.body, y, Lowering::flatIndex(part, n.idx),
-            load(l.bufferOf(x),
-                 Lowering::flatIndex(in, shiftAt(n, axis, offset))));
+    l.store(
+        *n.body, y, Lowering::flatIndex(part, n.idx),
+        load(l.bufferOf(x), Lowering::flatIndex(in, shiftAt(n, axis, offset))));
     offset = prim(PrimOp::Add, std::move(offset), extentOf(part[axis]));
   }
   return true;

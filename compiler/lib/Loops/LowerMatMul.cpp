@@ -45,15 +45,12 @@ bool loops::lowerMatMul(Lowering &l, const ir::Op &op) {
   s->outputs = {z};
   s->inputs = {l.bufferOf(a), l.bufferOf(b)};
   Shape mn = {m, n}, mk = {m, k}, kn = {k, n};
-  s->operands.push_back(prim(PrimOp::Mul,
-                             Lowering::flatIndex(batch, nest.idx),
-                             extentOf(mn)));
-  s->operands.push_back(prim(PrimOp::Mul,
-                             Lowering::broadcastIndex(aBatch, nest.idx),
-                             extentOf(mk)));
-  s->operands.push_back(prim(PrimOp::Mul,
-                             Lowering::broadcastIndex(bBatch, nest.idx),
-                             extentOf(kn)));
+  s->operands.push_back(
+      prim(PrimOp::Mul, Lowering::flatIndex(batch, nest.idx), extentOf(mn)));
+  s->operands.push_back(prim(
+      PrimOp::Mul, Lowering::broadcastIndex(aBatch, nest.idx), extentOf(mk)));
+  s->operands.push_back(prim(
+      PrimOp::Mul, Lowering::broadcastIndex(bBatch, nest.idx), extentOf(kn)));
   s->operands.push_back(extentOf(m));
   s->operands.push_back(extentOf(k));
   s->operands.push_back(extentOf(n));

@@ -24,7 +24,6 @@
 using namespace gradc;
 using namespace gradc::loops;
 
-
 bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const Shape &in = x->getType().shape;
@@ -54,13 +53,12 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
     std::vector<ExprPtr> idx;
     size_t k = 0, j = 0;
     for (int64_t d = 0; d < rank; ++d)
-      idx.push_back(reduced[d] ? r.idx[j++]->clone()
-                               : outer.idx[k++]->clone());
+      idx.push_back(reduced[d] ? r.idx[j++]->clone() : outer.idx[k++]->clone());
     return load(l.bufferOf(x), Lowering::flatIndex(in, idx));
   };
   Block &body = *outer.body;
-  double lowest = isInt ? double(std::numeric_limits<int32_t>::min())
-                        : -double(INFINITY);
+  double lowest =
+      isInt ? double(std::numeric_limits<int32_t>::min()) : -double(INFINITY);
 
   OpKind kind = op.getKind();
   if (kind == OpKind::Sum || kind == OpKind::Mean) {
@@ -95,12 +93,12 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   l.store(body, s, index(0), constant(wide, 0));
   {
     Nest r = l.openNest(body, reducedShape);
-    ExprPtr e = intrinsic(
-        Intrinsic::Exp,
-        prim(PrimOp::Sub, cast(wide, inputAt(r)), load(m, index(0))));
+    ExprPtr e =
+        intrinsic(Intrinsic::Exp,
+                  prim(PrimOp::Sub, cast(wide, inputAt(r)), load(m, index(0))));
     l.accumulate(*r.body, s, index(0), Combiner::Add,
-                 select(prim(PrimOp::IsFinite, load(m, index(0))),
-                        std::move(e), constant(wide, 0)));
+                 select(prim(PrimOp::IsFinite, load(m, index(0))), std::move(e),
+                        constant(wide, 0)));
   }
   ExprPtr v = select(prim(PrimOp::IsFinite, load(m, index(0))),
                      prim(PrimOp::Add, load(m, index(0)),

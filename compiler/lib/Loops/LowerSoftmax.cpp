@@ -20,7 +20,6 @@
 using namespace gradc;
 using namespace gradc::loops;
 
-
 namespace {
 
 /// m = max over k, s = sum of e^(x_k - m), in locals of type `wide`;
@@ -33,14 +32,13 @@ void maxAndSum(Lowering &l, Block &body, const Dim &n, ScalarType wide,
   l.store(body, m, index(0), constant(wide, -double(INFINITY)));
   {
     Nest k = l.openNest(body, {n});
-    l.accumulate(*k.body, m, index(0), Combiner::Max,
-                 cast(wide, at(k.idx[0])));
+    l.accumulate(*k.body, m, index(0), Combiner::Max, cast(wide, at(k.idx[0])));
   }
   l.store(body, s, index(0), constant(wide, 0));
   Nest k = l.openNest(body, {n});
   ExprPtr e =
-      intrinsic(Intrinsic::Exp, prim(PrimOp::Sub, cast(wide, at(k.idx[0])),
-                                     load(m, index(0))));
+      intrinsic(Intrinsic::Exp,
+                prim(PrimOp::Sub, cast(wide, at(k.idx[0])), load(m, index(0))));
   if (skipNonFinite)
     e = select(prim(PrimOp::IsFinite, load(m, index(0))), std::move(e),
                constant(wide, 0));
@@ -108,10 +106,10 @@ bool lowerCrossEntropy(Lowering &l, const ir::Op &op) {
                prim(PrimOp::Lt, label->clone(), extentOf(classes))),
           "a label is out of range");
   auto at = [&](const ExprPtr &k) {
-    return load(in, prim(PrimOp::Add,
-                         prim(PrimOp::Mul, rowIndex->clone(),
-                              extentOf(classes)),
-                         k->clone()));
+    return load(in,
+                prim(PrimOp::Add,
+                     prim(PrimOp::Mul, rowIndex->clone(), extentOf(classes)),
+                     k->clone()));
   };
   Buffer *m = nullptr, *s = nullptr;
   maxAndSum(l, *row.body, classes, wide, at, m, s, false);

@@ -33,8 +33,7 @@ struct Nest {
 
 class Lowering {
 public:
-  Lowering(const ir::Module &module, const ir::Function &src,
-           LoopFunction &fn);
+  Lowering(const ir::Module &module, const ir::Function &src, LoopFunction &fn);
 
   const ir::Module &module;
   const ir::Function &src;

@@ -120,8 +120,8 @@ private:
         return s + ")";
       }
       int p = precedence(e.op);
-      std::string s = expr(*e.args[0], p) + " " + primOpName(e.op).str() +
-                      " " + expr(*e.args[1], p, true);
+      std::string s = expr(*e.args[0], p) + " " + primOpName(e.op).str() + " " +
+                      expr(*e.args[1], p, true);
       bool paren = outer && (p < outer || (right && p == outer));
       return paren ? "(" + s + ")" : s;
     }
@@ -197,8 +197,8 @@ private:
       return;
     }
     case Stmt::Kind::Check:
-      os << "check " << expr(*s.cond) << ", "
-         << ir::formatIRString(s.message) << "\n";
+      os << "check " << expr(*s.cond) << ", " << ir::formatIRString(s.message)
+         << "\n";
       return;
     case Stmt::Kind::KernelCall:
       os << kernelName(s.kernel) << "(" << name(s.outputs[0]) << " + "
@@ -236,8 +236,8 @@ private:
 void LoopPrinter::printFunction(const LoopFunction &fn) {
   os << "func @" << ir::formatIRName(fn.name) << "(";
   for (size_t i = 0; i < fn.params.size(); ++i)
-    os << (i ? ", " : "") << name(fn.params[i]) << ": "
-       << typeStr(fn.params[i]) << (fn.isParamRead(i) ? "" : " unread");
+    os << (i ? ", " : "") << name(fn.params[i]) << ": " << typeStr(fn.params[i])
+       << (fn.isParamRead(i) ? "" : " unread");
   os << ") -> (";
   for (size_t i = 0; i < fn.outputs.size(); ++i)
     os << (i ? ", " : "") << name(fn.outputs[i]) << ": "
@@ -269,10 +269,10 @@ void LoopPrinter::printFunction(const LoopFunction &fn) {
       os << "  constant " << name(b.get()) << ": " << typeStr(b.get())
          << " = [";
       for (size_t i = 0; i < b->data.size(); ++i)
-        os << (i ? ", " : "") << constStr(fromDType(b->dtype), b->data[i])
-                                     .substr(0, constStr(fromDType(b->dtype),
-                                                         b->data[i])
-                                                    .rfind(':'));
+        os << (i ? ", " : "")
+           << constStr(fromDType(b->dtype), b->data[i])
+                  .substr(0,
+                          constStr(fromDType(b->dtype), b->data[i]).rfind(':'));
       os << "]";
       break;
     default:

@@ -99,8 +99,7 @@ private:
       return bad("size '" + e.name + "' is not a size of the function");
     case Expr::Kind::LoopVar:
       if (!live.count(e.var))
-        return bad("%i" + std::to_string(e.var) +
-                   " is used outside its loop");
+        return bad("%i" + std::to_string(e.var) + " is used outside its loop");
       return true;
     case Expr::Kind::Load:
       if (!checkBuffer(e.buffer) || e.args.size() != 1)

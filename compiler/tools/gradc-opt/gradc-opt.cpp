@@ -10,8 +10,9 @@
 // interprets one call instead and prints each result on its own line, the
 // way `gradc run` does. --emit=loops lowers the result to the loop IR
 // (docs/Loops.md) and prints that; with --call, the loop IR's evaluator
-// runs the call instead of the interpreter. Any error in the input exits with status 1; with
-// -verify, diagnostics are checked against `expected-*` comments instead.
+// runs the call instead of the interpreter. Any error in the input exits with
+// status 1; with -verify, diagnostics are checked against `expected-*` comments
+// instead.
 //
 //===----------------------------------------------------------------------===//
 

@@ -19,8 +19,8 @@
 #include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
-#include "gradc/Loops/Loops.h"
 #include "gradc/IR/Printer.h"
+#include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
 
 #include "llvm/IR/LLVMContext.h"

@@ -82,7 +82,16 @@ private:
   struct Frame {
     const LoopFunction *fn = nullptr;
     std::map<std::string, int64_t> sizes;
-    llvm::DenseMap<const Buffer *, std::vector<double>> storage;
+    /// The memory of each buffer that is not a view; buffers that buffer
+    /// planning put in one slot share it.
+    llvm::DenseMap<const Buffer *, std::vector<double> *> storage;
+    std::vector<std::unique_ptr<std::vector<double>>> owned;
+    std::map<std::pair<int, int>, std::vector<double> *> slots;
+
+    std::vector<double> *own(std::vector<double> data) {
+      owned.push_back(std::make_unique<std::vector<double>>(std::move(data)));
+      return owned.back().get();
+    }
     std::vector<int64_t> vars;
     const Stmt *stmt = nullptr; ///< for messages
   };
@@ -124,7 +133,7 @@ private:
       b = b->base;
     }
     auto it = frame->storage.find(b);
-    return it == frame->storage.end() ? nullptr : &it->second;
+    return it == frame->storage.end() ? nullptr : it->second;
   }
 
   double *element(const Buffer *b, int64_t i) {
@@ -545,7 +554,7 @@ bool Evaluator::bindArguments(const LoopFunction &fn,
     std::vector<double> data = arg.data;
     for (double &v : data)
       v = ir::roundToDType(arg.dtype, v);
-    frame->storage[p] = std::move(data);
+    frame->storage[p] = frame->own(std::move(data));
   }
   return true;
 }
@@ -564,7 +573,7 @@ bool Evaluator::call(const LoopFunction &fn, llvm::ArrayRef<Tensor> args,
     if (b->kind == Buffer::Kind::Param || b->kind == Buffer::Kind::Alias)
       continue;
     if (b->kind == Buffer::Kind::Constant) {
-      f.storage[b.get()] = b->data;
+      f.storage[b.get()] = f.own(b->data);
       continue;
     }
     int64_t n = 1;
@@ -581,14 +590,23 @@ bool Evaluator::call(const LoopFunction &fn, llvm::ArrayRef<Tensor> args,
                           b->kind == Buffer::Kind::Stack
                       ? NAN
                       : 0;
-    f.storage[b.get()] = std::vector<double>(n, init);
+    if (b->slot < 0) {
+      f.storage[b.get()] = f.own(std::vector<double>(n, init));
+      continue;
+    }
+    std::vector<double> *&shared = f.slots[{int(b->kind), b->slot}];
+    if (!shared)
+      shared = f.own(std::vector<double>(n, init));
+    if (int64_t(shared->size()) < n)
+      shared->resize(n, init);
+    f.storage[b.get()] = shared;
   }
   if (!exec(fn.body))
     return false;
   results.clear();
   for (const Buffer *out : fn.outputs)
     results.push_back(
-        toTensor(out->dtype, shapeOf(out), f.storage[out].data()));
+        toTensor(out->dtype, shapeOf(out), f.storage[out]->data()));
   return true;
 }
 

@@ -313,3 +313,18 @@ bool loops::runWithLoops(const ir::Module &module, llvm::StringRef fnName,
   }
   return evaluateLoops(*lowered, fnName, args, results, error);
 }
+
+bool loops::runWithLoopPasses(const ir::Module &module, llvm::StringRef fnName,
+                              llvm::ArrayRef<ir::Tensor> args,
+                              std::vector<ir::Tensor> &results,
+                              std::string &error) {
+  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  if (!lowered)
+    return false;
+  if (!verifyLoops(*lowered, error) ||
+      !runLoopPasses(*lowered, defaultLoopPipeline, error)) {
+    error = "the lowered loops are invalid: " + error;
+    return false;
+  }
+  return evaluateLoops(*lowered, fnName, args, results, error);
+}

@@ -1,16 +1,16 @@
 //===- gradc-opt.cpp - Run passes on textual IR ---------------------------===//
 //
 //   gradc-opt FILE.ir [--passes=a,b] [--verify-each=false] [--print-locs]
-//                     [--emit=ir|loops] [--call 'f([1, 2])'] [-verify]
-//                     [-o OUT]
+//                     [--emit=ir|loops] [--loop-passes=fuse,plan]
+//                     [--call 'f([1, 2])'] [-verify] [-o OUT]
 //
 // In the spirit of LLVM's `opt`: reads a module in the textual form of
 // docs/IR.md, verifies it, runs the named passes (verifying after each one
 // unless --verify-each=false) and prints the result. With --call it
 // interprets one call instead and prints each result on its own line, the
 // way `gradc run` does. --emit=loops lowers the result to the loop IR
-// (docs/Loops.md) and prints that; with --call, the loop IR's evaluator
-// runs the call instead of the interpreter. Any error in the input exits with
+// (docs/Loops.md), runs the --loop-passes, and prints that; with --call,
+// the loop IR's evaluator runs the call instead of the interpreter. Any error in the input exits with
 // status 1; with -verify, diagnostics are checked against `expected-*` comments
 // instead.
 //
@@ -66,6 +66,12 @@ cl::opt<EmitKind> emitKind(
                           "the loop IR that the backends print")),
     cl::cat(optCategory));
 
+cl::opt<std::string> loopPasses(
+    "loop-passes",
+    cl::desc("With --emit=loops: loop passes to run after lowering (fuse, "
+             "plan)"),
+    cl::value_desc("a,b"), cl::init(""), cl::cat(optCategory));
+
 cl::opt<bool> verify("verify",
                      cl::desc("Check diagnostics against expected-* comments"),
                      cl::cat(optCategory));
@@ -109,6 +115,26 @@ std::unique_ptr<llvm::ToolOutputFile> openOutput() {
   return out;
 }
 
+/// Lowers `module` to loops and runs --loop-passes, verifying after each
+/// step; null after an error (a gradc bug, or an unknown pass name).
+std::unique_ptr<loops::LoopModule> lowerToLoops(const ir::Module &module,
+                                                std::string &error) {
+  std::unique_ptr<loops::LoopModule> lowered =
+      loops::lowerModule(module, error);
+  if (!lowered || !loops::verifyLoops(*lowered, error) ||
+      !loops::runLoopPasses(*lowered, loopPasses, error, verifyEach))
+    return nullptr;
+  return lowered;
+}
+
+bool runLoops(const ir::Module &module, llvm::StringRef callee,
+              llvm::ArrayRef<ir::Tensor> args,
+              std::vector<ir::Tensor> &results, std::string &error) {
+  std::unique_ptr<loops::LoopModule> lowered = lowerToLoops(module, error);
+  return lowered &&
+         loops::evaluateLoops(*lowered, callee, args, results, error);
+}
+
 /// Interprets `--call`: parses the call text (kept in a "<call>" buffer so
 /// that errors point into it), converts each literal to its parameter's
 /// element type, runs the interpreter and prints the results.
@@ -145,7 +171,7 @@ bool runCall(Session &s, const ir::Module &module, llvm::raw_ostream &os) {
   }
   std::vector<ir::Tensor> results;
   bool ran = emitKind == EmitKind::Loops
-                 ? loops::runWithLoops(module, callee, args, results, error)
+                 ? runLoops(module, callee, args, results, error)
                  : ir::interpret(module, callee, args, results, error);
   if (!ran) {
     s.diags->report(callStart, diag::err_opt_run_failed) << callee << error;
@@ -183,10 +209,9 @@ int run() {
     if (!runCall(s, *module, out->os()))
       return s.finish();
   } else if (emitKind == EmitKind::Loops) {
-    std::unique_ptr<loops::LoopModule> lowered =
-        loops::lowerModule(*module, error);
-    if (!lowered || !loops::verifyLoops(*lowered, error)) {
-      llvm::errs() << "gradc-opt: error: internal error: " << error << "\n";
+    std::unique_ptr<loops::LoopModule> lowered = lowerToLoops(*module, error);
+    if (!lowered) {
+      llvm::errs() << "gradc-opt: error: " << error << "\n";
       return 1;
     }
     loops::printLoops(*lowered, out->os(), &s.sm);

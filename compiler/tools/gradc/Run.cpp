@@ -55,6 +55,10 @@ const RunBackend runBackends[] = {
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
      "the interpreter's numerics",
      loops::runWithLoops},
+    {"loops-opt",
+     "the same after the loop passes (fusion, buffer planning), each "
+     "verified",
+     loops::runWithLoopPasses},
 };
 
 std::string listBackends() {

@@ -46,10 +46,47 @@ bool evaluateLoops(const LoopModule &module, llvm::StringRef fnName,
                    llvm::ArrayRef<ir::Tensor> args,
                    std::vector<ir::Tensor> &results, std::string &error);
 
+//===----------------------------------------------------------------------===//
+// Loop passes
+//===----------------------------------------------------------------------===//
+
+/// Scratch buffers of a known size up to this many bytes go on the stack
+/// (the one threshold of every backend).
+constexpr int64_t stackThresholdBytes = 1024;
+
+/// `fuse`: an elementwise producer nest whose buffer one statement reads is
+/// computed there instead (Fuse.cpp).
+bool fuseElementwise(LoopModule &module, std::string &error);
+/// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
+bool planBuffers(LoopModule &module, std::string &error);
+
+struct LoopPass {
+  const char *name;
+  const char *summary;
+  bool (*run)(LoopModule &module, std::string &error);
+};
+/// Every loop pass, in the order `gradc-opt --help` lists them.
+llvm::ArrayRef<LoopPass> getLoopPasses();
+/// Runs the comma-separated passes `names` in order, verifying after each
+/// when `verifyEach`. On failure (an unknown name, a broken invariant)
+/// returns false with `error` set.
+bool runLoopPasses(LoopModule &module, llvm::StringRef names,
+                   std::string &error, bool verifyEach = true);
+
+/// The passes that the `loops-opt` backend runs: every loop pass.
+constexpr const char *defaultLoopPipeline = "fuse,plan";
+
 /// Lowers, verifies and evaluates: the `loops` backend of `gradc run`.
 bool runWithLoops(const ir::Module &module, llvm::StringRef fnName,
                   llvm::ArrayRef<ir::Tensor> args,
                   std::vector<ir::Tensor> &results, std::string &error);
+
+/// The same after the loop passes of defaultLoopPipeline (each verified):
+/// the `loops-opt` backend, which proves the passes against the
+/// interpreter.
+bool runWithLoopPasses(const ir::Module &module, llvm::StringRef fnName,
+                       llvm::ArrayRef<ir::Tensor> args,
+                       std::vector<ir::Tensor> &results, std::string &error);
 
 } // namespace gradc::loops
 

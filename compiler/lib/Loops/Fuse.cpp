@@ -165,8 +165,7 @@ private:
     if (s.kind != Stmt::Kind::For)
       return nullptr;
     Stmt *at = &s;
-    while (at->body.size() == 1 &&
-           at->body.front()->kind == Stmt::Kind::For) {
+    while (at->body.size() == 1 && at->body.front()->kind == Stmt::Kind::For) {
       vars.insert(at->var);
       at = at->body.front().get();
     }

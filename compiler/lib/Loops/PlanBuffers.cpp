@@ -54,8 +54,9 @@ const Buffer *root(const Buffer *b) {
   return b;
 }
 
-void noteLoads(const Expr &e, size_t t,
-               llvm::DenseMap<const Buffer *, std::pair<size_t, size_t>> &life) {
+void noteLoads(
+    const Expr &e, size_t t,
+    llvm::DenseMap<const Buffer *, std::pair<size_t, size_t>> &life) {
   if (e.kind == Expr::Kind::Load) {
     auto [it, inserted] = life.try_emplace(root(e.buffer), t, t);
     if (!inserted)

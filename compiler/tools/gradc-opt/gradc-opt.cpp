@@ -10,9 +10,9 @@
 // interprets one call instead and prints each result on its own line, the
 // way `gradc run` does. --emit=loops lowers the result to the loop IR
 // (docs/Loops.md), runs the --loop-passes, and prints that; with --call,
-// the loop IR's evaluator runs the call instead of the interpreter. Any error in the input exits with
-// status 1; with -verify, diagnostics are checked against `expected-*` comments
-// instead.
+// the loop IR's evaluator runs the call instead of the interpreter. Any error
+// in the input exits with status 1; with -verify, diagnostics are checked
+// against `expected-*` comments instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -128,8 +128,8 @@ std::unique_ptr<loops::LoopModule> lowerToLoops(const ir::Module &module,
 }
 
 bool runLoops(const ir::Module &module, llvm::StringRef callee,
-              llvm::ArrayRef<ir::Tensor> args,
-              std::vector<ir::Tensor> &results, std::string &error) {
+              llvm::ArrayRef<ir::Tensor> args, std::vector<ir::Tensor> &results,
+              std::string &error) {
   std::unique_ptr<loops::LoopModule> lowered = lowerToLoops(module, error);
   return lowered &&
          loops::evaluateLoops(*lowered, callee, args, results, error);

@@ -1,14 +1,18 @@
 //===- gradc-opt.cpp - Run passes on textual IR ---------------------------===//
 //
 //   gradc-opt FILE.ir [--passes=a,b] [--verify-each=false] [--print-locs]
+//                     [--emit=ir|loops] [--loop-passes=fuse,plan]
 //                     [--call 'f([1, 2])'] [-verify] [-o OUT]
 //
 // In the spirit of LLVM's `opt`: reads a module in the textual form of
 // docs/IR.md, verifies it, runs the named passes (verifying after each one
 // unless --verify-each=false) and prints the result. With --call it
 // interprets one call instead and prints each result on its own line, the
-// way `gradc run` does. Any error in the input exits with status 1; with
-// -verify, diagnostics are checked against `expected-*` comments instead.
+// way `gradc run` does. --emit=loops lowers the result to the loop IR
+// (docs/Loops.md), runs the --loop-passes, and prints that; with --call,
+// the loop IR's evaluator runs the call instead of the interpreter. Any error
+// in the input exits with status 1; with -verify, diagnostics are checked
+// against `expected-*` comments instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,7 @@
 #include "gradc/IR/Literal.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/IR/Verifier.h"
+#include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -52,6 +57,20 @@ cl::opt<bool> printLocs("print-locs", cl::desc("Print locations"),
 cl::opt<std::string>
     callExpr("call", cl::desc("Interpret this call and print its results"),
              cl::value_desc("f([1, 2])"), cl::init(""), cl::cat(optCategory));
+
+enum class EmitKind { IR, Loops };
+cl::opt<EmitKind> emitKind(
+    "emit", cl::desc("What to print"), cl::init(EmitKind::IR),
+    cl::values(clEnumValN(EmitKind::IR, "ir", "the IR after the passes"),
+               clEnumValN(EmitKind::Loops, "loops",
+                          "the loop IR that the backends print")),
+    cl::cat(optCategory));
+
+cl::opt<std::string> loopPasses(
+    "loop-passes",
+    cl::desc("With --emit=loops: loop passes to run after lowering (fuse, "
+             "plan)"),
+    cl::value_desc("a,b"), cl::init(""), cl::cat(optCategory));
 
 cl::opt<bool> verify("verify",
                      cl::desc("Check diagnostics against expected-* comments"),
@@ -96,6 +115,26 @@ std::unique_ptr<llvm::ToolOutputFile> openOutput() {
   return out;
 }
 
+/// Lowers `module` to loops and runs --loop-passes, verifying after each
+/// step; null after an error (a gradc bug, or an unknown pass name).
+std::unique_ptr<loops::LoopModule> lowerToLoops(const ir::Module &module,
+                                                std::string &error) {
+  std::unique_ptr<loops::LoopModule> lowered =
+      loops::lowerModule(module, error);
+  if (!lowered || !loops::verifyLoops(*lowered, error) ||
+      !loops::runLoopPasses(*lowered, loopPasses, error, verifyEach))
+    return nullptr;
+  return lowered;
+}
+
+bool runLoops(const ir::Module &module, llvm::StringRef callee,
+              llvm::ArrayRef<ir::Tensor> args, std::vector<ir::Tensor> &results,
+              std::string &error) {
+  std::unique_ptr<loops::LoopModule> lowered = lowerToLoops(module, error);
+  return lowered &&
+         loops::evaluateLoops(*lowered, callee, args, results, error);
+}
+
 /// Interprets `--call`: parses the call text (kept in a "<call>" buffer so
 /// that errors point into it), converts each literal to its parameter's
 /// element type, runs the interpreter and prints the results.
@@ -131,7 +170,10 @@ bool runCall(Session &s, const ir::Module &module, llvm::raw_ostream &os) {
     }
   }
   std::vector<ir::Tensor> results;
-  if (!ir::interpret(module, callee, args, results, error)) {
+  bool ran = emitKind == EmitKind::Loops
+                 ? runLoops(module, callee, args, results, error)
+                 : ir::interpret(module, callee, args, results, error);
+  if (!ran) {
     s.diags->report(callStart, diag::err_opt_run_failed) << callee << error;
     return false;
   }
@@ -166,6 +208,13 @@ int run() {
   if (!callExpr.empty()) {
     if (!runCall(s, *module, out->os()))
       return s.finish();
+  } else if (emitKind == EmitKind::Loops) {
+    std::unique_ptr<loops::LoopModule> lowered = lowerToLoops(*module, error);
+    if (!lowered) {
+      llvm::errs() << "gradc-opt: error: " << error << "\n";
+      return 1;
+    }
+    loops::printLoops(*lowered, out->os(), &s.sm);
   } else {
     ir::PrintOptions options;
     options.printLocations = printLocs;

@@ -24,6 +24,7 @@
 #include "gradc/ClangJIT/ClangJIT.h"
 #include "gradc/Emit/LLVMJIT.h"
 #include "gradc/IR/Literal.h"
+#include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -50,6 +51,14 @@ const RunBackend runBackends[] = {
      "the C++ backend's code compiled in-process by Clang, run by ORC's JIT "
      "(lib/ClangJIT)",
      clangjit::runWithClangJIT},
+    {"loops",
+     "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
+     "the interpreter's numerics",
+     loops::runWithLoops},
+    {"loops-opt",
+     "the same after the loop passes (fusion, buffer planning), each "
+     "verified",
+     loops::runWithLoopPasses},
 };
 
 std::string listBackends() {

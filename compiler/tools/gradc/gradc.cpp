@@ -1,6 +1,6 @@
 //===- gradc.cpp - The gradc command line ---------------------------------===//
 //
-//   gradc FILE.grad [--emit=ast|ir|grad-ir|cpp|llvm|obj|header|python]
+//   gradc FILE.grad [--emit=ast|ir|grad-ir|loops|cpp|llvm|obj|header|python]
 //                   [-o OUT]
 //   gradc run FILE.grad --call 'EXPR' [--call 'EXPR' ...] [--backend=...]
 //   gradc check FILE.grad
@@ -20,6 +20,7 @@
 #include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Printer.h"
+#include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
 
 #include "llvm/IR/LLVMContext.h"
@@ -53,6 +54,7 @@ enum class EmitKind {
   AST,
   IR,
   GradIR,
+  Loops,
   Dot,
   Cpp,
   Header,
@@ -67,6 +69,8 @@ cl::opt<EmitKind> emitKind(
                clEnumValN(EmitKind::IR, "ir", "the IR of the functions"),
                clEnumValN(EmitKind::GradIR, "grad-ir",
                           "the IR with generated gradient functions"),
+               clEnumValN(EmitKind::Loops, "loops",
+                          "the loop IR that the backends print"),
                clEnumValN(EmitKind::Dot, "dot",
                           "forward and backward graphs for Graphviz"),
                clEnumValN(EmitKind::Cpp, "cpp", "C++ source"),
@@ -387,6 +391,21 @@ int compileCommand(Compilation &c) {
     if (!out)
       return c.finish();
     ir::printModule(*c.ir, out->os(), printOptions);
+    out->commit();
+    break;
+  }
+  case EmitKind::Loops: {
+    std::string error;
+    std::unique_ptr<loops::LoopModule> lowered =
+        loops::lowerModule(*c.ir, error);
+    if (!lowered || !loops::verifyLoops(*lowered, error)) {
+      llvm::errs() << "gradc: error: internal error: " << error << "\n";
+      return 1;
+    }
+    auto out = Output::open(c, false);
+    if (!out)
+      return c.finish();
+    loops::printLoops(*lowered, out->os(), &c.sm);
     out->commit();
     break;
   }

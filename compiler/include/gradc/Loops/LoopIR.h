@@ -1,0 +1,280 @@
+//===- LoopIR.h - The loop IR below the tensor IR ---------------*- C++ -*-===//
+//
+// The loop IR is what every tensor op becomes before a backend sees it:
+// buffers, loop nests over symbolic extents, affine (flat) indexing,
+// scalar expressions over a small set of primitives and math intrinsics,
+// accumulations with an explicit combiner, calls of library kernels and of
+// other functions, and run-time checks. Every statement keeps its origin
+// (the tensor op, its source location and the rule it came from), so that
+// a printer can keep the comments of today's generated code.
+//
+// It is designed to be *printed*: a C++ printer writes one `for` per loop
+// and one assignment per store; an LLVM printer builds the same loops with
+// an IRBuilder. No printer needs to know what a "softmax" is: lowering
+// (lib/Loops/Lower*.cpp) made every op primitive. docs/Loops.md describes
+// the model, the textual form and the numerical rules.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_LOOPS_LOOPIR_H
+#define GRADC_LOOPS_LOOPIR_H
+
+#include "gradc/Basic/SourceManager.h"
+#include "gradc/Ops/Types.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradc::ir {
+class Op;
+} // namespace gradc::ir
+
+namespace gradc::loops {
+
+/// The type of a scalar expression: an element type, or `index` (a
+/// signed 64-bit integer for extents, loop variables and offsets).
+enum class ScalarType : uint8_t { F32, F64, I32, Bool, Index };
+
+ScalarType fromDType(DType t);
+llvm::StringRef scalarTypeName(ScalarType t);
+inline bool isFloatType(ScalarType t) {
+  return t == ScalarType::F32 || t == ScalarType::F64;
+}
+
+/// Primitive operations. Arithmetic on i32 wraps (two's complement);
+/// i32 division truncates toward zero (a Check before it rules out zero).
+/// `Max`/`Min` are the one NaN-propagating maximum and minimum of
+/// docs/IR.md: NaN if either operand is NaN, else `a < b ? b : a`
+/// (resp. `b < a ? b : a`), so that of -0 and +0 the first operand wins.
+enum class PrimOp : uint8_t {
+  // Unary.
+  Neg,
+  Abs,
+  Not,
+  IsNaN,
+  IsFinite,
+  // Binary.
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Rem, ///< index only: the remainder of a truncating division
+  Max,
+  Min,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,
+  And,
+  Or,
+};
+
+llvm::StringRef primOpName(PrimOp op);
+bool isUnaryPrim(PrimOp op);
+bool isComparison(PrimOp op);
+
+/// Math functions on f32 or f64. A plain enum so that each printer maps
+/// it to one runtime function; the contract (docs/Loops.md): the result
+/// is the exact value rounded to the argument's type.
+enum class Intrinsic : uint8_t { Exp, Log, Log1p, Sqrt, Sin, Cos, Tanh, Pow };
+
+llvm::StringRef intrinsicName(Intrinsic f);
+unsigned intrinsicArity(Intrinsic f);
+
+struct Buffer;
+
+/// A scalar (or index) expression. Trees, not DAGs: a printer may print
+/// an expression wherever it is used.
+struct Expr {
+  enum class Kind : uint8_t {
+    Const,     ///< `value` of `type`
+    Size,      ///< the size name `name` (index)
+    LoopVar,   ///< loop variable number `var` (index)
+    Load,      ///< `buffer[args[0]]`
+    Prim,      ///< `op(args...)`
+    Intrinsic, ///< `fn(args...)`
+    Select,    ///< `args[0] ? args[1] : args[2]`
+    Cast,      ///< `args[0]` converted to `type`
+  };
+  Kind kind;
+  ScalarType type;
+  double value = 0;
+  std::string name;
+  unsigned var = 0;
+  Buffer *buffer = nullptr;
+  PrimOp op = PrimOp::Add;
+  Intrinsic fn = Intrinsic::Exp;
+  std::vector<std::unique_ptr<Expr>> args;
+
+  Expr(Kind kind, ScalarType type) : kind(kind), type(type) {}
+  std::unique_ptr<Expr> clone() const;
+};
+
+using ExprPtr = std::unique_ptr<Expr>;
+
+/// Builders; they fold constants of index arithmetic (`i * 1`, `0 + j`)
+/// so that affine indices print as a person would write them.
+ExprPtr constant(ScalarType type, double value);
+ExprPtr index(int64_t value);
+ExprPtr sizeRef(llvm::StringRef name);
+ExprPtr loopVar(unsigned var);
+ExprPtr load(Buffer *buffer, ExprPtr index);
+ExprPtr prim(PrimOp op, ExprPtr a, ExprPtr b = nullptr);
+ExprPtr intrinsic(Intrinsic fn, ExprPtr a, ExprPtr b = nullptr);
+ExprPtr select(ExprPtr cond, ExprPtr a, ExprPtr b);
+ExprPtr cast(ScalarType to, ExprPtr a);
+/// Whether `e` is the index constant `v`.
+bool isIndexConst(const Expr &e, int64_t v);
+
+/// A symbolic extent or stride: the product of a known factor and size
+/// names, e.g. `3 * N * M`.
+ExprPtr extentOf(llvm::ArrayRef<Dim> dims);
+
+/// A memory region of one element type.
+struct Buffer {
+  enum class Kind : uint8_t {
+    Param,    ///< a parameter of the function (read-only)
+    Output,   ///< a result of the function, written by it
+    Scratch,  ///< temporary memory of the function (heap or planned slot)
+    Stack,    ///< temporary memory small enough for the stack
+    Local,    ///< one scalar, a register in printed code (accumulators)
+    Constant, ///< read-only data known at compile time (`data`)
+    Alias,    ///< a view of `base` starting at element `offset`
+  };
+  Kind kind;
+  DType dtype;
+  /// The shape as the tensor IR typed it (empty for a local).
+  Shape shape;
+  /// A unique printable name, the user's where there is one (`h`, `d_x`).
+  std::string name;
+  /// For Param/Output: the position in the signature.
+  unsigned position = 0;
+  /// For Alias.
+  Buffer *base = nullptr;
+  ExprPtr offset;
+  /// For Constant: the values, row-major.
+  std::vector<double> data;
+  /// For Scratch/Stack: the slot that buffer planning assigned (-1: none).
+  int slot = -1;
+
+  /// The number of elements, symbolic.
+  ExprPtr numElements() const { return extentOf(shape); }
+  bool isReadOnly() const {
+    return kind == Kind::Param || kind == Kind::Constant ||
+           (kind == Kind::Alias && base && base->isReadOnly());
+  }
+};
+
+llvm::StringRef bufferKindName(Buffer::Kind k);
+
+/// Why a statement exists: the tensor op it lowers, where that op came
+/// from in the source, and the gradient rule (or other provenance note)
+/// that made the op. A printer keeps these as comments.
+struct Origin {
+  const ir::Op *op = nullptr;
+  std::string opName; ///< `exp`, or "" when no op (a copy to an output)
+  std::string result; ///< the op's first result as printed, `%h`
+  SourceLoc loc;
+  std::string rule; ///< the op's provenance note, "" for a source op
+};
+
+/// How an accumulation combines.
+enum class Combiner : uint8_t { Add, Max, Min };
+llvm::StringRef combinerName(Combiner c);
+
+/// Library kernels.
+enum class Kernel : uint8_t { MatMul };
+llvm::StringRef kernelName(Kernel k);
+
+struct Stmt {
+  enum class Kind : uint8_t {
+    For,        ///< for var in [0, extent): body
+    Store,      ///< buffer[index] = value (value has the buffer's type)
+    Accumulate, ///< buffer[index] = combiner(buffer[index], value)
+    Check,      ///< if !cond: fail with `message` (a status of the ABI)
+    KernelCall, ///< a library kernel (operands below)
+    Call,       ///< a function of the module or an extern function
+  };
+  Kind kind;
+  Origin origin;
+
+  // For.
+  unsigned var = 0;
+  ExprPtr extent;
+  std::vector<std::unique_ptr<Stmt>> body;
+
+  // Store, Accumulate.
+  Buffer *buffer = nullptr;
+  ExprPtr index;
+  ExprPtr value;
+  Combiner combiner = Combiner::Add;
+
+  // Check.
+  ExprPtr cond;
+  std::string message;
+
+  // KernelCall MatMul: z[zOff + i*N + j] = sum_p a[aOff + i*K + p] *
+  // b[bOff + p*N + j], accumulated in `accType` in increasing p.
+  Kernel kernel = Kernel::MatMul;
+  ScalarType accType = ScalarType::F64;
+  /// Call: the outputs, then the inputs. KernelCall: z, a, b.
+  std::vector<Buffer *> outputs, inputs;
+  /// KernelCall: zOff, aOff, bOff, M, K, N.
+  std::vector<ExprPtr> operands;
+
+  // Call.
+  std::string callee;
+  bool isExtern = false;
+  /// The callee returns an ABI status that is checked.
+  bool checksStatus = false;
+  /// The callee's size names, each with its value here.
+  std::vector<std::pair<std::string, ExprPtr>> sizeArgs;
+
+  explicit Stmt(Kind kind) : kind(kind) {}
+};
+
+using StmtPtr = std::unique_ptr<Stmt>;
+using Block = std::vector<StmtPtr>;
+
+/// One function of the tensor IR, lowered.
+struct LoopFunction {
+  std::string name;
+  /// The size names that the parameters bind, in signature order.
+  std::vector<std::string> sizeNames;
+  std::vector<Buffer *> params, outputs;
+  /// Every buffer, in creation order (params first).
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  Block body;
+  /// Number of loop variables used (they are numbered 0..numVars-1).
+  unsigned numVars = 0;
+
+  Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,
+                    llvm::StringRef name);
+  /// Whether parameter `i` is read anywhere (a signature can leave out
+  /// the ones that are not, instead of guessing from printed text).
+  bool isParamRead(unsigned i) const;
+};
+
+struct LoopModule {
+  std::vector<std::unique_ptr<LoopFunction>> functions;
+  std::string sourceName;
+  const LoopFunction *lookup(llvm::StringRef name) const;
+};
+
+/// Walks every statement of a block, nested ones included, in order.
+void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);
+/// Walks every expression of a statement (not of nested statements),
+/// sub-expressions included.
+void walkExprs(const Stmt &s, llvm::function_ref<void(const Expr &)> f);
+
+} // namespace gradc::loops
+
+#endif // GRADC_LOOPS_LOOPIR_H

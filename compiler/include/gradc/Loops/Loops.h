@@ -1,0 +1,93 @@
+//===- Loops.h - Lowering, printing, checking and running loops -*- C++ -*-===//
+//
+// The entry points of lib/Loops: lowering a verified tensor-IR module to
+// the loop IR (one file per op family), its textual form, its verifier,
+// and an evaluator that runs it with the interpreter's numerics, so that
+// the lowering is proven before any printer uses it (`gradc run
+// --backend=loops`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_LOOPS_LOOPS_H
+#define GRADC_LOOPS_LOOPS_H
+
+#include "gradc/IR/IR.h"
+#include "gradc/IR/Interpreter.h"
+#include "gradc/Loops/LoopIR.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+#include <string>
+
+namespace gradc::loops {
+
+/// Lowers every function of a verified module (rule instances excluded:
+/// they are inlined before emission). Every op of Ops.def lowers; returns
+/// null with `error` set only for a module the tensor-IR verifier would
+/// reject (an unknown callee, a missing attribute).
+std::unique_ptr<LoopModule> lowerModule(const ir::Module &module,
+                                        std::string &error);
+
+/// The textual form (docs/Loops.md). With a source manager, each origin
+/// comment shows `file:line:col`.
+void printLoops(const LoopModule &module, llvm::raw_ostream &os,
+                const SourceManager *sm = nullptr);
+
+/// Checks the invariants of docs/Loops.md; on failure returns false with
+/// `error` naming the function and the broken rule.
+bool verifyLoops(const LoopModule &module, std::string &error);
+
+/// Runs function `fnName` of a lowered module on `args` with the numerics
+/// of the reference interpreter (every value held in a double, rounded to
+/// its type by each store, cast and operation), so that its results are
+/// comparable bit for bit with ir::interpret's.
+bool evaluateLoops(const LoopModule &module, llvm::StringRef fnName,
+                   llvm::ArrayRef<ir::Tensor> args,
+                   std::vector<ir::Tensor> &results, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Loop passes
+//===----------------------------------------------------------------------===//
+
+/// Scratch buffers of a known size up to this many bytes go on the stack
+/// (the one threshold of every backend).
+constexpr int64_t stackThresholdBytes = 1024;
+
+/// `fuse`: an elementwise producer nest whose buffer one statement reads is
+/// computed there instead (Fuse.cpp).
+bool fuseElementwise(LoopModule &module, std::string &error);
+/// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
+bool planBuffers(LoopModule &module, std::string &error);
+
+struct LoopPass {
+  const char *name;
+  const char *summary;
+  bool (*run)(LoopModule &module, std::string &error);
+};
+/// Every loop pass, in the order `gradc-opt --help` lists them.
+llvm::ArrayRef<LoopPass> getLoopPasses();
+/// Runs the comma-separated passes `names` in order, verifying after each
+/// when `verifyEach`. On failure (an unknown name, a broken invariant)
+/// returns false with `error` set.
+bool runLoopPasses(LoopModule &module, llvm::StringRef names,
+                   std::string &error, bool verifyEach = true);
+
+/// The passes that the `loops-opt` backend runs: every loop pass.
+constexpr const char *defaultLoopPipeline = "fuse,plan";
+
+/// Lowers, verifies and evaluates: the `loops` backend of `gradc run`.
+bool runWithLoops(const ir::Module &module, llvm::StringRef fnName,
+                  llvm::ArrayRef<ir::Tensor> args,
+                  std::vector<ir::Tensor> &results, std::string &error);
+
+/// The same after the loop passes of defaultLoopPipeline (each verified):
+/// the `loops-opt` backend, which proves the passes against the
+/// interpreter.
+bool runWithLoopPasses(const ir::Module &module, llvm::StringRef fnName,
+                       llvm::ArrayRef<ir::Tensor> args,
+                       std::vector<ir::Tensor> &results, std::string &error);
+
+} // namespace gradc::loops
+
+#endif // GRADC_LOOPS_LOOPS_H

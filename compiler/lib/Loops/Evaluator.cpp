@@ -1,0 +1,629 @@
+//===- Evaluator.cpp - Runs the loop IR -----------------------------------===//
+//
+// Executes a lowered function statement by statement with the numerics of
+// the reference interpreter (lib/IR/Interpreter.cpp), so that the lowering
+// is proven numerically before any printer uses it:
+//
+//  - Every value is held in a double. A store, a cast and every primitive
+//    or intrinsic round their result to their type (ir::roundToDType):
+//    f32 results to the nearest float, i32 arithmetic wraps, index
+//    arithmetic is int64.
+//  - An accumulation combines in its buffer's type (an f64 accumulator
+//    adds f32 values exactly as the interpreter's double sum does).
+//  - Every load and store is bounds-checked: an out-of-bounds access is
+//    an error that names the buffer, never undefined behaviour.
+//  - A failed check, a called function's error or an extern function's
+//    non-zero status stops the run with a message naming the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+using namespace gradc;
+using namespace gradc::loops;
+using ir::Tensor;
+
+namespace {
+
+double wrap32(uint64_t v) { return double(int32_t(uint32_t(v))); }
+uint64_t asU64(double v) { return uint64_t(int64_t(v)); }
+
+double roundTo(ScalarType t, double v) {
+  switch (t) {
+  case ScalarType::F32:
+    return ir::roundToDType(DType::F32, v);
+  case ScalarType::F64:
+    return v;
+  case ScalarType::I32:
+    return ir::roundToDType(DType::I32, v);
+  case ScalarType::Bool:
+    return v != 0 ? 1 : 0;
+  case ScalarType::Index:
+    return std::isfinite(v) ? std::trunc(v) : 0;
+  }
+  return v;
+}
+
+/// The NaN policy of docs/IR.md: NaN if either is NaN, else the larger
+/// (of -0 and +0, the first).
+double maxOf(double a, double b) {
+  if (std::isnan(a) || std::isnan(b))
+    return NAN;
+  return a < b ? b : a;
+}
+double minOf(double a, double b) {
+  if (std::isnan(a) || std::isnan(b))
+    return NAN;
+  return b < a ? b : a;
+}
+
+constexpr unsigned maxDepth = ir::maxInterpreterCallDepth;
+
+class Evaluator {
+public:
+  explicit Evaluator(const LoopModule &module) : module(module) {}
+  std::string message;
+
+  bool call(const LoopFunction &fn, llvm::ArrayRef<Tensor> args,
+            std::vector<Tensor> &results, unsigned depth);
+
+private:
+  const LoopModule &module;
+
+  struct Frame {
+    const LoopFunction *fn = nullptr;
+    std::map<std::string, int64_t> sizes;
+    /// The memory of each buffer that is not a view; buffers that buffer
+    /// planning put in one slot share it.
+    llvm::DenseMap<const Buffer *, std::vector<double> *> storage;
+    std::vector<std::unique_ptr<std::vector<double>>> owned;
+    std::map<std::pair<int, int>, std::vector<double> *> slots;
+
+    std::vector<double> *own(std::vector<double> data) {
+      owned.push_back(std::make_unique<std::vector<double>>(std::move(data)));
+      return owned.back().get();
+    }
+    std::vector<int64_t> vars;
+    const Stmt *stmt = nullptr; ///< for messages
+  };
+  Frame *frame = nullptr;
+  bool failed = false;
+  unsigned depth = 0;
+
+  bool fail(const std::string &text) {
+    if (!failed) {
+      failed = true;
+      std::string where = "in function '" + frame->fn->name + "'";
+      if (frame->stmt && !frame->stmt->origin.opName.empty())
+        where += ": '" + frame->stmt->origin.opName + "' (" +
+                 frame->stmt->origin.result + ")";
+      message = where + ": " + text;
+    }
+    return false;
+  }
+
+  int64_t sizeOf(const Dim &d) {
+    if (d.isKnown())
+      return d.getSize();
+    auto it = frame->sizes.find(d.getName().str());
+    return it == frame->sizes.end() ? 0 : it->second;
+  }
+
+  std::vector<int64_t> shapeOf(const Buffer *b) {
+    std::vector<int64_t> s;
+    for (const Dim &d : b->shape)
+      s.push_back(sizeOf(d));
+    return s;
+  }
+
+  /// The storage that holds `b` and the offset of its first element.
+  std::vector<double> *resolve(const Buffer *b, int64_t &offset) {
+    offset = 0;
+    while (b->kind == Buffer::Kind::Alias) {
+      offset += int64_t(eval(*b->offset));
+      b = b->base;
+    }
+    auto it = frame->storage.find(b);
+    return it == frame->storage.end() ? nullptr : it->second;
+  }
+
+  double *element(const Buffer *b, int64_t i) {
+    int64_t offset = 0;
+    std::vector<double> *data = resolve(b, offset);
+    int64_t n = 1;
+    for (int64_t d : shapeOf(b))
+      n *= d;
+    if (!data || i < 0 || i >= n || offset + i >= int64_t(data->size())) {
+      fail("access out of bounds: %" + b->name + "[" + std::to_string(i) +
+           "] of " + std::to_string(n) + " element(s)");
+      return nullptr;
+    }
+    return &(*data)[offset + i];
+  }
+
+  double eval(const Expr &e);
+  double evalPrim(const Expr &e);
+  bool exec(const Block &block);
+  bool exec(const Stmt &s);
+  bool runKernel(const Stmt &s);
+  bool runCall(const Stmt &s);
+  bool runExtern(const Stmt &s, std::vector<Tensor> &ins,
+                 std::vector<Tensor> &outs);
+  bool bindArguments(const LoopFunction &fn, llvm::ArrayRef<Tensor> args);
+};
+
+double Evaluator::evalPrim(const Expr &e) {
+  ScalarType t = e.args[0]->type;
+  double a = eval(*e.args[0]);
+  double b = e.args.size() > 1 ? eval(*e.args[1]) : 0;
+  bool isInt = t == ScalarType::I32;
+  bool isIndex = t == ScalarType::Index;
+  switch (e.op) {
+  case PrimOp::Neg:
+    return isInt ? wrap32(0 - asU64(a)) : -a;
+  case PrimOp::Abs:
+    return isInt ? wrap32(a < 0 ? 0 - asU64(a) : asU64(a)) : std::fabs(a);
+  case PrimOp::Not:
+    return a == 0;
+  case PrimOp::IsNaN:
+    return std::isnan(a);
+  case PrimOp::IsFinite:
+    return std::isfinite(a);
+  case PrimOp::Add:
+    if (isIndex)
+      return double(int64_t(a) + int64_t(b));
+    return isInt ? wrap32(asU64(a) + asU64(b)) : roundTo(t, a + b);
+  case PrimOp::Sub:
+    if (isIndex)
+      return double(int64_t(a) - int64_t(b));
+    return isInt ? wrap32(asU64(a) - asU64(b)) : roundTo(t, a - b);
+  case PrimOp::Mul:
+    if (isIndex)
+      return double(int64_t(a) * int64_t(b));
+    return isInt ? wrap32(asU64(a) * asU64(b)) : roundTo(t, a * b);
+  case PrimOp::Div:
+  case PrimOp::Rem:
+    if (isInt || isIndex) {
+      if (b == 0) {
+        fail("integer division by zero");
+        return 0;
+      }
+      int64_t q = int64_t(a) / int64_t(b), r = int64_t(a) % int64_t(b);
+      if (e.op == PrimOp::Rem)
+        return double(r);
+      return isInt ? wrap32(uint64_t(q)) : double(q);
+    }
+    return roundTo(t, a / b);
+  case PrimOp::Max:
+    return maxOf(a, b);
+  case PrimOp::Min:
+    return minOf(a, b);
+  case PrimOp::Lt:
+    return a < b;
+  case PrimOp::Le:
+    return a <= b;
+  case PrimOp::Gt:
+    return a > b;
+  case PrimOp::Ge:
+    return a >= b;
+  case PrimOp::Eq:
+    return a == b;
+  case PrimOp::Ne:
+    return a != b;
+  case PrimOp::And:
+    return a != 0 && b != 0;
+  case PrimOp::Or:
+    return a != 0 || b != 0;
+  }
+  return NAN;
+}
+
+double Evaluator::eval(const Expr &e) {
+  if (failed)
+    return 0;
+  switch (e.kind) {
+  case Expr::Kind::Const:
+    return e.value;
+  case Expr::Kind::Size: {
+    auto it = frame->sizes.find(e.name);
+    if (it == frame->sizes.end()) {
+      fail("size '" + e.name + "' is not bound");
+      return 0;
+    }
+    return double(it->second);
+  }
+  case Expr::Kind::LoopVar:
+    return double(frame->vars[e.var]);
+  case Expr::Kind::Load: {
+    double *p = element(e.buffer, int64_t(eval(*e.args[0])));
+    return p ? *p : 0;
+  }
+  case Expr::Kind::Prim:
+    return evalPrim(e);
+  case Expr::Kind::Intrinsic: {
+    double a = eval(*e.args[0]);
+    double v = NAN;
+    switch (e.fn) {
+    case Intrinsic::Exp:
+      v = std::exp(a);
+      break;
+    case Intrinsic::Log:
+      v = std::log(a);
+      break;
+    case Intrinsic::Log1p:
+      v = std::log1p(a);
+      break;
+    case Intrinsic::Sqrt:
+      v = std::sqrt(a);
+      break;
+    case Intrinsic::Sin:
+      v = std::sin(a);
+      break;
+    case Intrinsic::Cos:
+      v = std::cos(a);
+      break;
+    case Intrinsic::Tanh:
+      v = std::tanh(a);
+      break;
+    case Intrinsic::Pow:
+      v = std::pow(a, eval(*e.args[1]));
+      break;
+    }
+    return roundTo(e.type, v);
+  }
+  case Expr::Kind::Select: {
+    // Both arms are evaluated, as a vectorised printer would.
+    double c = eval(*e.args[0]), a = eval(*e.args[1]), b = eval(*e.args[2]);
+    return c != 0 ? a : b;
+  }
+  case Expr::Kind::Cast:
+    return roundTo(e.type, eval(*e.args[0]));
+  }
+  return 0;
+}
+
+bool Evaluator::exec(const Block &block) {
+  for (const StmtPtr &s : block)
+    if (!exec(*s))
+      return false;
+  return true;
+}
+
+bool Evaluator::exec(const Stmt &s) {
+  const Stmt *saved = frame->stmt;
+  frame->stmt = &s;
+  bool ok = true;
+  switch (s.kind) {
+  case Stmt::Kind::For: {
+    int64_t n = int64_t(eval(*s.extent));
+    if (frame->vars.size() <= s.var)
+      frame->vars.resize(s.var + 1, 0);
+    for (int64_t i = 0; ok && !failed && i < n; ++i) {
+      frame->vars[s.var] = i;
+      ok = exec(s.body);
+    }
+    break;
+  }
+  case Stmt::Kind::Store:
+  case Stmt::Kind::Accumulate: {
+    double v = eval(*s.value);
+    double *p = element(s.buffer, int64_t(eval(*s.index)));
+    if (!p || failed)
+      break;
+    ScalarType t = fromDType(s.buffer->dtype);
+    if (s.kind == Stmt::Kind::Accumulate) {
+      switch (s.combiner) {
+      case Combiner::Add:
+        v = t == ScalarType::I32 ? wrap32(asU64(*p) + asU64(v)) : *p + v;
+        break;
+      case Combiner::Max:
+        v = maxOf(*p, v);
+        break;
+      case Combiner::Min:
+        v = minOf(*p, v);
+        break;
+      }
+    }
+    *p = roundTo(t, v);
+    break;
+  }
+  case Stmt::Kind::Check:
+    if (eval(*s.cond) == 0)
+      fail(s.message);
+    break;
+  case Stmt::Kind::KernelCall:
+    ok = runKernel(s);
+    break;
+  case Stmt::Kind::Call:
+    ok = runCall(s);
+    break;
+  }
+  frame->stmt = saved;
+  return ok && !failed;
+}
+
+// z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j], in
+// increasing p, in the accumulator type.
+bool Evaluator::runKernel(const Stmt &s) {
+  int64_t zOff = int64_t(eval(*s.operands[0]));
+  int64_t aOff = int64_t(eval(*s.operands[1]));
+  int64_t bOff = int64_t(eval(*s.operands[2]));
+  int64_t m = int64_t(eval(*s.operands[3]));
+  int64_t k = int64_t(eval(*s.operands[4]));
+  int64_t n = int64_t(eval(*s.operands[5]));
+  bool isInt = s.accType == ScalarType::I32;
+  ScalarType zt = fromDType(s.outputs[0]->dtype);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      uint64_t intSum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double *x = element(s.inputs[0], aOff + i * k + p);
+        double *y = element(s.inputs[1], bOff + p * n + j);
+        if (!x || !y)
+          return false;
+        if (isInt)
+          intSum += asU64(*x) * asU64(*y);
+        else
+          sum += *x * *y;
+      }
+      double *z = element(s.outputs[0], zOff + i * n + j);
+      if (!z)
+        return false;
+      *z = roundTo(zt, isInt ? wrap32(intSum) : sum);
+    }
+  return true;
+}
+
+/// Copies a buffer into a tensor (its shape, its elements).
+static Tensor toTensor(DType dtype, std::vector<int64_t> shape,
+                       const double *data) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data.assign(data, data + t.numElements());
+  return t;
+}
+
+bool Evaluator::runCall(const Stmt &s) {
+  std::vector<Tensor> ins, outs;
+  for (const Buffer *b : s.inputs) {
+    std::vector<int64_t> shape = shapeOf(b);
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    int64_t offset = 0;
+    std::vector<double> *data = resolve(b, offset);
+    if (!data || offset + n > int64_t(data->size()))
+      return fail("an argument of '" + s.callee + "' is out of bounds");
+    ins.push_back(toTensor(b->dtype, shape, data->data() + offset));
+  }
+  if (s.isExtern) {
+    if (!runExtern(s, ins, outs))
+      return false;
+  } else {
+    const LoopFunction *callee = module.lookup(s.callee);
+    if (!callee)
+      return fail("calls unknown function '" + s.callee + "'");
+    Evaluator inner(module);
+    inner.depth = depth + 1;
+    if (depth + 1 > maxDepth)
+      return fail("calls are nested more than " + std::to_string(maxDepth) +
+                  " deep (is '" + s.callee + "' recursive?)");
+    if (!inner.call(*callee, ins, outs, depth + 1)) {
+      failed = true;
+      message = inner.message;
+      return false;
+    }
+  }
+  if (outs.size() != s.outputs.size())
+    return fail("'" + s.callee + "' returned the wrong number of results");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Buffer *b = s.outputs[i];
+    if (outs[i].shape != shapeOf(b))
+      return fail("a result of '" + s.callee + "' has the wrong shape");
+    for (size_t j = 0; j < outs[i].data.size(); ++j) {
+      double *p = element(b, int64_t(j));
+      if (!p)
+        return false;
+      *p = roundTo(fromDType(b->dtype), outs[i].data[j]);
+    }
+  }
+  return true;
+}
+
+/// The C element type of `dtype` (docs/ABI.md), one buffer per tensor.
+static std::vector<char> toCBuffer(DType dtype, const std::vector<double> &d) {
+  size_t size = elementByteSize(dtype);
+  std::vector<char> buffer(std::max<size_t>(d.size(), 1) * size);
+  for (size_t i = 0; i < d.size(); ++i) {
+    char *at = buffer.data() + i * size;
+    if (dtype == DType::F32) {
+      float f = float(d[i]);
+      std::memcpy(at, &f, sizeof f);
+    } else if (dtype == DType::F64) {
+      std::memcpy(at, &d[i], sizeof(double));
+    } else if (dtype == DType::I32) {
+      int32_t k = int32_t(d[i]);
+      std::memcpy(at, &k, sizeof k);
+    } else {
+      *at = d[i] != 0;
+    }
+  }
+  return buffer;
+}
+
+static double fromC(DType dtype, const char *at) {
+  if (dtype == DType::F32) {
+    float f;
+    std::memcpy(&f, at, sizeof f);
+    return f;
+  }
+  if (dtype == DType::F64) {
+    double v;
+    std::memcpy(&v, at, sizeof v);
+    return v;
+  }
+  if (dtype == DType::I32) {
+    int32_t k;
+    std::memcpy(&k, at, sizeof k);
+    return k;
+  }
+  return *at != 0;
+}
+
+bool Evaluator::runExtern(const Stmt &s, std::vector<Tensor> &ins,
+                          std::vector<Tensor> &outs) {
+  const ir::LoadedExtern *code = ir::lookupLoadedExtern(s.callee);
+  if (!code || !code->trampoline)
+    return fail("the code of extern function '" + s.callee +
+                "' is not loaded (docs/Extern.md: its .cpp beside its "
+                "header, or --load)");
+  std::vector<int64_t> sizes;
+  for (const auto &[name, e] : s.sizeArgs)
+    sizes.push_back(int64_t(eval(*e)));
+  std::vector<std::vector<char>> inBufs, outBufs;
+  std::vector<void *> argPtrs, outPtrs;
+  for (const Tensor &t : ins)
+    inBufs.push_back(toCBuffer(t.dtype, t.data));
+  for (std::vector<char> &b : inBufs)
+    argPtrs.push_back(b.data());
+  for (const Buffer *b : s.outputs) {
+    Tensor t;
+    t.dtype = b->dtype;
+    t.shape = shapeOf(b);
+    t.data.assign(t.numElements(), 0);
+    outBufs.emplace_back(std::max<size_t>(t.data.size(), 1) *
+                         elementByteSize(b->dtype));
+    outs.push_back(std::move(t));
+  }
+  for (std::vector<char> &b : outBufs)
+    outPtrs.push_back(b.data());
+  int32_t status =
+      code->trampoline(sizes.data(), argPtrs.data(), outPtrs.data());
+  if (s.checksStatus && status != 0)
+    return fail("extern function '" + s.callee + "' returned status " +
+                std::to_string(status));
+  for (size_t i = 0; i < outs.size(); ++i)
+    for (size_t j = 0; j < outs[i].data.size(); ++j)
+      outs[i].data[j] =
+          fromC(outs[i].dtype,
+                outBufs[i].data() + j * elementByteSize(outs[i].dtype));
+  return true;
+}
+
+bool Evaluator::bindArguments(const LoopFunction &fn,
+                              llvm::ArrayRef<Tensor> args) {
+  if (args.size() != fn.params.size())
+    return fail("'" + fn.name + "' takes " + std::to_string(fn.params.size()) +
+                " argument(s), got " + std::to_string(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Buffer *p = fn.params[i];
+    const Tensor &arg = args[i];
+    std::string where = "argument '" + p->name + "' of '" + fn.name + "'";
+    TensorType type(p->dtype, p->shape);
+    if (arg.dtype != p->dtype || arg.shape.size() != p->shape.size())
+      return fail(where + " does not have type " + type.str());
+    if (int64_t(arg.data.size()) != arg.numElements())
+      return fail(where + " has the wrong number of values");
+    for (size_t d = 0; d < arg.shape.size(); ++d) {
+      const Dim &dim = p->shape[d];
+      if (arg.shape[d] < 0)
+        return fail(where + " has an invalid shape");
+      if (dim.isKnown()) {
+        if (dim.getSize() != arg.shape[d])
+          return fail(where + " does not have type " + type.str());
+        continue;
+      }
+      auto [it, inserted] =
+          frame->sizes.emplace(dim.getName().str(), arg.shape[d]);
+      if (!inserted && it->second != arg.shape[d])
+        return fail("size '" + dim.getName().str() + "' is bound to " +
+                    std::to_string(it->second) + " and " +
+                    std::to_string(arg.shape[d]));
+    }
+    std::vector<double> data = arg.data;
+    for (double &v : data)
+      v = ir::roundToDType(arg.dtype, v);
+    frame->storage[p] = frame->own(std::move(data));
+  }
+  return true;
+}
+
+bool Evaluator::call(const LoopFunction &fn, llvm::ArrayRef<Tensor> args,
+                     std::vector<Tensor> &results, unsigned d) {
+  depth = d;
+  Frame f;
+  f.fn = &fn;
+  f.vars.assign(fn.numVars, 0);
+  frame = &f;
+  if (!bindArguments(fn, args))
+    return false;
+  // Memory for every buffer that is not a parameter or a view.
+  for (const auto &b : fn.buffers) {
+    if (b->kind == Buffer::Kind::Param || b->kind == Buffer::Kind::Alias)
+      continue;
+    if (b->kind == Buffer::Kind::Constant) {
+      f.storage[b.get()] = f.own(b->data);
+      continue;
+    }
+    int64_t n = 1;
+    for (int64_t dim : shapeOf(b.get())) {
+      if (dim != 0 && n > ir::maxInterpreterElements / dim)
+        return fail("buffer '" + b->name + "' is too large");
+      n *= dim;
+    }
+    if (n > ir::maxInterpreterElements)
+      return fail("buffer '" + b->name + "' is too large");
+    // Scratch starts as NaN, so that a read before a write shows.
+    double init = b->kind == Buffer::Kind::Output ||
+                          b->kind == Buffer::Kind::Scratch ||
+                          b->kind == Buffer::Kind::Stack
+                      ? NAN
+                      : 0;
+    if (b->slot < 0) {
+      f.storage[b.get()] = f.own(std::vector<double>(n, init));
+      continue;
+    }
+    std::vector<double> *&shared = f.slots[{int(b->kind), b->slot}];
+    if (!shared)
+      shared = f.own(std::vector<double>(n, init));
+    if (int64_t(shared->size()) < n)
+      shared->resize(n, init);
+    f.storage[b.get()] = shared;
+  }
+  if (!exec(fn.body))
+    return false;
+  results.clear();
+  for (const Buffer *out : fn.outputs)
+    results.push_back(
+        toTensor(out->dtype, shapeOf(out), f.storage[out]->data()));
+  return true;
+}
+
+} // namespace
+
+bool loops::evaluateLoops(const LoopModule &module, llvm::StringRef fnName,
+                          llvm::ArrayRef<Tensor> args,
+                          std::vector<Tensor> &results, std::string &error) {
+  const LoopFunction *fn = module.lookup(fnName);
+  if (!fn) {
+    error = "no function '" + fnName.str() + "'";
+    return false;
+  }
+  Evaluator e(module);
+  if (!e.call(*fn, args, results, 0)) {
+    error = e.message;
+    return false;
+  }
+  return true;
+}

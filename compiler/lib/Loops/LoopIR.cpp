@@ -1,0 +1,389 @@
+//===- LoopIR.cpp - Loop IR nodes and builders ----------------------------===//
+//
+// Names of the enums (used by the printer and the docs), expression
+// builders that fold index arithmetic, and walkers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Loops/LoopIR.h"
+
+#include <cassert>
+
+using namespace gradc;
+using namespace gradc::loops;
+
+ScalarType loops::fromDType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return ScalarType::F32;
+  case DType::F64:
+    return ScalarType::F64;
+  case DType::I32:
+    return ScalarType::I32;
+  case DType::Bool:
+    return ScalarType::Bool;
+  }
+  return ScalarType::F32;
+}
+
+llvm::StringRef loops::scalarTypeName(ScalarType t) {
+  switch (t) {
+  case ScalarType::F32:
+    return "f32";
+  case ScalarType::F64:
+    return "f64";
+  case ScalarType::I32:
+    return "i32";
+  case ScalarType::Bool:
+    return "bool";
+  case ScalarType::Index:
+    return "index";
+  }
+  return "?";
+}
+
+llvm::StringRef loops::primOpName(PrimOp op) {
+  switch (op) {
+  case PrimOp::Neg:
+    return "-";
+  case PrimOp::Abs:
+    return "abs";
+  case PrimOp::Not:
+    return "!";
+  case PrimOp::IsNaN:
+    return "isnan";
+  case PrimOp::IsFinite:
+    return "isfinite";
+  case PrimOp::Add:
+    return "+";
+  case PrimOp::Sub:
+    return "-";
+  case PrimOp::Mul:
+    return "*";
+  case PrimOp::Div:
+    return "/";
+  case PrimOp::Rem:
+    return "%";
+  case PrimOp::Max:
+    return "max";
+  case PrimOp::Min:
+    return "min";
+  case PrimOp::Lt:
+    return "<";
+  case PrimOp::Le:
+    return "<=";
+  case PrimOp::Gt:
+    return ">";
+  case PrimOp::Ge:
+    return ">=";
+  case PrimOp::Eq:
+    return "==";
+  case PrimOp::Ne:
+    return "!=";
+  case PrimOp::And:
+    return "&&";
+  case PrimOp::Or:
+    return "||";
+  }
+  return "?";
+}
+
+bool loops::isUnaryPrim(PrimOp op) {
+  return op == PrimOp::Neg || op == PrimOp::Abs || op == PrimOp::Not ||
+         op == PrimOp::IsNaN || op == PrimOp::IsFinite;
+}
+
+bool loops::isComparison(PrimOp op) {
+  switch (op) {
+  case PrimOp::Lt:
+  case PrimOp::Le:
+  case PrimOp::Gt:
+  case PrimOp::Ge:
+  case PrimOp::Eq:
+  case PrimOp::Ne:
+    return true;
+  default:
+    return false;
+  }
+}
+
+llvm::StringRef loops::intrinsicName(Intrinsic f) {
+  switch (f) {
+  case Intrinsic::Exp:
+    return "exp";
+  case Intrinsic::Log:
+    return "log";
+  case Intrinsic::Log1p:
+    return "log1p";
+  case Intrinsic::Sqrt:
+    return "sqrt";
+  case Intrinsic::Sin:
+    return "sin";
+  case Intrinsic::Cos:
+    return "cos";
+  case Intrinsic::Tanh:
+    return "tanh";
+  case Intrinsic::Pow:
+    return "pow";
+  }
+  return "?";
+}
+
+unsigned loops::intrinsicArity(Intrinsic f) {
+  return f == Intrinsic::Pow ? 2 : 1;
+}
+
+llvm::StringRef loops::bufferKindName(Buffer::Kind k) {
+  switch (k) {
+  case Buffer::Kind::Param:
+    return "param";
+  case Buffer::Kind::Output:
+    return "output";
+  case Buffer::Kind::Scratch:
+    return "scratch";
+  case Buffer::Kind::Stack:
+    return "stack";
+  case Buffer::Kind::Local:
+    return "local";
+  case Buffer::Kind::Constant:
+    return "constant";
+  case Buffer::Kind::Alias:
+    return "alias";
+  }
+  return "?";
+}
+
+llvm::StringRef loops::combinerName(Combiner c) {
+  switch (c) {
+  case Combiner::Add:
+    return "add";
+  case Combiner::Max:
+    return "max";
+  case Combiner::Min:
+    return "min";
+  }
+  return "?";
+}
+
+llvm::StringRef loops::kernelName(Kernel k) {
+  switch (k) {
+  case Kernel::MatMul:
+    return "matmul";
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+ExprPtr Expr::clone() const {
+  auto e = std::make_unique<Expr>(kind, type);
+  e->value = value;
+  e->name = name;
+  e->var = var;
+  e->buffer = buffer;
+  e->op = op;
+  e->fn = fn;
+  for (const ExprPtr &a : args)
+    e->args.push_back(a->clone());
+  return e;
+}
+
+ExprPtr loops::constant(ScalarType type, double value) {
+  auto e = std::make_unique<Expr>(Expr::Kind::Const, type);
+  e->value = value;
+  return e;
+}
+
+ExprPtr loops::index(int64_t value) {
+  return constant(ScalarType::Index, double(value));
+}
+
+ExprPtr loops::sizeRef(llvm::StringRef name) {
+  auto e = std::make_unique<Expr>(Expr::Kind::Size, ScalarType::Index);
+  e->name = name.str();
+  return e;
+}
+
+ExprPtr loops::loopVar(unsigned var) {
+  auto e = std::make_unique<Expr>(Expr::Kind::LoopVar, ScalarType::Index);
+  e->var = var;
+  return e;
+}
+
+ExprPtr loops::load(Buffer *buffer, ExprPtr idx) {
+  auto e = std::make_unique<Expr>(Expr::Kind::Load, fromDType(buffer->dtype));
+  e->buffer = buffer;
+  e->args.push_back(std::move(idx));
+  return e;
+}
+
+bool loops::isIndexConst(const Expr &e, int64_t v) {
+  return e.kind == Expr::Kind::Const && e.type == ScalarType::Index &&
+         e.value == double(v);
+}
+
+ExprPtr loops::prim(PrimOp op, ExprPtr a, ExprPtr b) {
+  assert(a && (isUnaryPrim(op) == !b) && "wrong number of operands");
+  // Fold index arithmetic so that indices read as written by hand.
+  if (b && a->type == ScalarType::Index) {
+    bool ca = a->kind == Expr::Kind::Const, cb = b->kind == Expr::Kind::Const;
+    if (ca && cb) {
+      int64_t x = int64_t(a->value), y = int64_t(b->value);
+      switch (op) {
+      case PrimOp::Add:
+        return index(x + y);
+      case PrimOp::Sub:
+        return index(x - y);
+      case PrimOp::Mul:
+        return index(x * y);
+      default:
+        break;
+      }
+    }
+    if (op == PrimOp::Add && isIndexConst(*a, 0))
+      return b;
+    if ((op == PrimOp::Add || op == PrimOp::Sub) && isIndexConst(*b, 0))
+      return a;
+    if (op == PrimOp::Mul && (isIndexConst(*a, 0) || isIndexConst(*b, 1)))
+      return a;
+    if (op == PrimOp::Mul && (isIndexConst(*b, 0) || isIndexConst(*a, 1)))
+      return b;
+  }
+  ScalarType t = a->type;
+  if (isComparison(op) || op == PrimOp::Not || op == PrimOp::IsNaN ||
+      op == PrimOp::IsFinite)
+    t = ScalarType::Bool;
+  auto e = std::make_unique<Expr>(Expr::Kind::Prim, t);
+  e->op = op;
+  e->args.push_back(std::move(a));
+  if (b)
+    e->args.push_back(std::move(b));
+  return e;
+}
+
+ExprPtr loops::intrinsic(Intrinsic fn, ExprPtr a, ExprPtr b) {
+  auto e = std::make_unique<Expr>(Expr::Kind::Intrinsic, a->type);
+  e->fn = fn;
+  e->args.push_back(std::move(a));
+  if (b)
+    e->args.push_back(std::move(b));
+  return e;
+}
+
+ExprPtr loops::select(ExprPtr cond, ExprPtr a, ExprPtr b) {
+  auto e = std::make_unique<Expr>(Expr::Kind::Select, a->type);
+  e->args.push_back(std::move(cond));
+  e->args.push_back(std::move(a));
+  e->args.push_back(std::move(b));
+  return e;
+}
+
+ExprPtr loops::cast(ScalarType to, ExprPtr a) {
+  if (a->type == to)
+    return a;
+  auto e = std::make_unique<Expr>(Expr::Kind::Cast, to);
+  e->args.push_back(std::move(a));
+  return e;
+}
+
+ExprPtr loops::extentOf(llvm::ArrayRef<Dim> dims) {
+  int64_t known = 1;
+  ExprPtr named;
+  for (const Dim &d : dims) {
+    if (d.isKnown()) {
+      known *= d.getSize();
+      continue;
+    }
+    named = named ? prim(PrimOp::Mul, std::move(named), sizeRef(d.getName()))
+                  : sizeRef(d.getName());
+  }
+  if (!named || known == 0)
+    return index(known);
+  return known == 1 ? std::move(named)
+                    : prim(PrimOp::Mul, index(known), std::move(named));
+}
+
+//===----------------------------------------------------------------------===//
+// Functions and walkers
+//===----------------------------------------------------------------------===//
+
+Buffer *LoopFunction::addBuffer(Buffer::Kind kind, DType dtype,
+                                llvm::ArrayRef<Dim> shape,
+                                llvm::StringRef name) {
+  auto b = std::make_unique<Buffer>();
+  b->kind = kind;
+  b->dtype = dtype;
+  b->shape.assign(shape.begin(), shape.end());
+  // Names are unique within a function: the user's name, then `name.1`...
+  std::string unique = name.empty() ? "t" : name.str();
+  for (unsigned n = 1;; ++n) {
+    bool taken = false;
+    for (const auto &other : buffers)
+      taken = taken || other->name == unique;
+    if (!taken)
+      break;
+    unique = (name.empty() ? "t" : name.str()) + "." + std::to_string(n);
+  }
+  b->name = unique;
+  buffers.push_back(std::move(b));
+  return buffers.back().get();
+}
+
+static bool readsBuffer(const Expr &e, const Buffer *b) {
+  if (e.kind == Expr::Kind::Load) {
+    for (const Buffer *at = e.buffer; at; at = at->base)
+      if (at == b)
+        return true;
+  }
+  for (const ExprPtr &a : e.args)
+    if (readsBuffer(*a, b))
+      return true;
+  return false;
+}
+
+bool LoopFunction::isParamRead(unsigned i) const {
+  const Buffer *p = params[i];
+  bool read = false;
+  walk(body, [&](const Stmt &s) {
+    for (const Buffer *in : s.inputs)
+      for (const Buffer *at = in; at; at = at->base)
+        read = read || at == p;
+    walkExprs(s, [&](const Expr &e) {
+      read = read || (e.kind == Expr::Kind::Load && readsBuffer(e, p));
+    });
+  });
+  return read;
+}
+
+const LoopFunction *LoopModule::lookup(llvm::StringRef name) const {
+  for (const auto &f : functions)
+    if (f->name == name)
+      return f.get();
+  return nullptr;
+}
+
+void loops::walk(const Block &block, llvm::function_ref<void(const Stmt &)> f) {
+  for (const StmtPtr &s : block) {
+    f(*s);
+    walk(s->body, f);
+  }
+}
+
+static void walkExpr(const Expr &e, llvm::function_ref<void(const Expr &)> f) {
+  f(e);
+  for (const ExprPtr &a : e.args)
+    walkExpr(*a, f);
+}
+
+void loops::walkExprs(const Stmt &s, llvm::function_ref<void(const Expr &)> f) {
+  for (const Expr *e :
+       {s.extent.get(), s.index.get(), s.value.get(), s.cond.get()})
+    if (e)
+      walkExpr(*e, f);
+  for (const ExprPtr &e : s.operands)
+    walkExpr(*e, f);
+  for (const auto &[name, e] : s.sizeArgs)
+    walkExpr(*e, f);
+}

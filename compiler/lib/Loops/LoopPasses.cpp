@@ -1,0 +1,58 @@
+//===- LoopPasses.cpp - The registry of loop-level passes -----------------===//
+//
+// Each loop pass by name, as Transforms/Passes.cpp does for the tensor
+// passes, so that `gradc-opt --emit=loops --loop-passes=fuse` runs one
+// alone; the verifier runs after each unless told not to.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace gradc;
+using namespace gradc::loops;
+
+namespace {
+
+const LoopPass loopPasses[] = {
+    {"fuse",
+     "computes an elementwise producer read by one statement where it is "
+     "read, instead of storing it (Fuse.cpp)",
+     fuseElementwise},
+    {"plan",
+     "puts small scratch buffers on the stack and gives buffers whose "
+     "lifetimes do not overlap one slot (PlanBuffers.cpp)",
+     planBuffers},
+};
+
+} // namespace
+
+llvm::ArrayRef<LoopPass> loops::getLoopPasses() { return loopPasses; }
+
+bool loops::runLoopPasses(LoopModule &module, llvm::StringRef names,
+                          std::string &error, bool verifyEach) {
+  llvm::SmallVector<llvm::StringRef, 4> list;
+  names.split(list, ',', -1, false);
+  for (llvm::StringRef name : list) {
+    const LoopPass *pass = nullptr;
+    for (const LoopPass &p : loopPasses)
+      if (name.trim() == p.name)
+        pass = &p;
+    if (!pass) {
+      std::string known;
+      for (const LoopPass &p : loopPasses)
+        known += (known.empty() ? "" : ", ") + std::string(p.name);
+      error = "unknown loop pass '" + name.trim().str() + "'; known: " + known;
+      return false;
+    }
+    if (!pass->run(module, error))
+      return false;
+    if (verifyEach && !verifyLoops(module, error)) {
+      error = "after loop pass '" + std::string(pass->name) + "': " + error;
+      return false;
+    }
+  }
+  return true;
+}

@@ -1,0 +1,330 @@
+//===- Lower.cpp - Tensor IR to loop IR: the driver -----------------------===//
+//
+// Lowers each function of a verified module:
+//
+//  1. Each parameter becomes a Param buffer; each returned value that an
+//     op computes (and that is not a view, nor returned twice) is given
+//     the function's Output buffer directly, so it is written in place.
+//  2. The ops lower in order, each through its family's file; every
+//     statement carries the op as its origin.
+//  3. Each output that no op wrote (a returned parameter, a view, a value
+//     returned twice) is filled by a copy loop.
+//
+// Helpers for loop nests and affine indices live here, so that no family
+// writes its own index algebra.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace gradc;
+using namespace gradc::loops;
+
+std::vector<ExprPtr> Nest::indices(size_t from, size_t to) const {
+  std::vector<ExprPtr> out;
+  for (size_t i = from; i < std::min(to, idx.size()); ++i)
+    out.push_back(idx[i]->clone());
+  return out;
+}
+
+Lowering::Lowering(const ir::Module &module, const ir::Function &src,
+                   LoopFunction &fn)
+    : module(module), src(src), fn(fn), names(src) {}
+
+std::vector<int64_t> loops::intListAttr(const ir::Op &op,
+                                        llvm::StringRef name) {
+  const AttrValue *attr = op.getAttrs().find(name);
+  if (!attr)
+    return {};
+  if (const int64_t *one = std::get_if<int64_t>(attr))
+    return {*one};
+  if (const auto *many = std::get_if<std::vector<int64_t>>(attr))
+    return *many;
+  return {};
+}
+
+static std::string plainName(const ir::ValueNamer &names, const ir::Value *v) {
+  std::string s = names.get(v);
+  return s.size() > 1 && s[0] == '%' ? s.substr(1) : s;
+}
+
+Buffer *Lowering::bufferOf(const ir::Value *v) {
+  if (Buffer *b = buffers.lookup(v))
+    return b;
+  auto splat = splats.find(v);
+  if (splat == splats.end())
+    return nullptr;
+  const TensorType &type = v->getType();
+  Buffer *b = fn.addBuffer(Buffer::Kind::Scratch, type.dtype, type.shape,
+                           plainName(names, v));
+  buffers[v] = b;
+  // The fill goes before the statements of the op being lowered, which
+  // may already have opened its loops.
+  Block fill;
+  Nest n = openNest(fill, type.shape);
+  store(*n.body, b, flatIndex(type.shape, n.idx),
+        constant(fromDType(type.dtype), splat->second));
+  for (StmtPtr &s : fill)
+    top().insert(top().begin() + opStart++, std::move(s));
+  return b;
+}
+
+bool Lowering::mayAlias(const ir::Op &op, unsigned i) const {
+  return !outputFor.count(op.getResult(i));
+}
+
+Buffer *Lowering::resultBuffer(const ir::Op &op, unsigned i) {
+  const ir::Value *v = op.getResult(i);
+  Buffer *b = outputFor.lookup(v);
+  if (!b)
+    b = fn.addBuffer(Buffer::Kind::Scratch, v->getType().dtype,
+                     v->getType().shape, plainName(names, v));
+  buffers[v] = b;
+  return b;
+}
+
+Buffer *Lowering::local(ScalarType type, llvm::StringRef name) {
+  DType d = type == ScalarType::F64    ? DType::F64
+            : type == ScalarType::I32  ? DType::I32
+            : type == ScalarType::Bool ? DType::Bool
+                                       : DType::F32;
+  return fn.addBuffer(Buffer::Kind::Local, d, {}, name);
+}
+
+void Lowering::setOrigin(const ir::Op *op) {
+  opStart = top().size();
+  origin = Origin();
+  if (!op)
+    return;
+  origin.op = op;
+  origin.opName = op->getName().str();
+  if (op->getNumResults())
+    origin.result = names.get(op->getResult(0));
+  origin.loc = op->getLoc();
+  if (!op->getNote().empty())
+    origin.rule = op->getNote();
+  else if (op->getGradRule().isSet())
+    origin.rule = "rule '" + op->getGradRule().ruleName + "' (" +
+                  op->getGradRule().via + ")";
+}
+
+void Lowering::add(Block &block, StmtPtr s) {
+  s->origin = origin;
+  block.push_back(std::move(s));
+}
+
+void Lowering::store(Block &block, Buffer *b, ExprPtr idx, ExprPtr value) {
+  auto s = std::make_unique<Stmt>(Stmt::Kind::Store);
+  s->buffer = b;
+  s->index = std::move(idx);
+  s->value = cast(fromDType(b->dtype), std::move(value));
+  add(block, std::move(s));
+}
+
+void Lowering::accumulate(Block &block, Buffer *b, ExprPtr idx, Combiner c,
+                          ExprPtr value) {
+  auto s = std::make_unique<Stmt>(Stmt::Kind::Accumulate);
+  s->buffer = b;
+  s->index = std::move(idx);
+  s->combiner = c;
+  s->value = cast(fromDType(b->dtype), std::move(value));
+  add(block, std::move(s));
+}
+
+void Lowering::check(Block &block, ExprPtr cond, llvm::StringRef message) {
+  auto s = std::make_unique<Stmt>(Stmt::Kind::Check);
+  s->cond = std::move(cond);
+  s->message = message.str();
+  add(block, std::move(s));
+}
+
+Nest Lowering::openNest(Block &block, llvm::ArrayRef<Dim> shape) {
+  Nest nest;
+  Block *at = &block;
+  for (const Dim &d : shape) {
+    if (d.isKnown() && d.getSize() == 1) {
+      nest.idx.push_back(index(0));
+      continue;
+    }
+    auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
+    loop->var = fn.numVars++;
+    loop->extent = extentOf(d);
+    nest.idx.push_back(loopVar(loop->var));
+    add(*at, std::move(loop));
+    at = &at->back()->body;
+  }
+  nest.body = at;
+  return nest;
+}
+
+ExprPtr Lowering::flatIndex(llvm::ArrayRef<Dim> shape,
+                            llvm::ArrayRef<ExprPtr> idx) {
+  ExprPtr flat = index(0);
+  for (size_t k = 0; k < shape.size(); ++k)
+    flat = prim(
+        PrimOp::Add, std::move(flat),
+        prim(PrimOp::Mul, idx[k]->clone(), extentOf(shape.drop_front(k + 1))));
+  return flat;
+}
+
+ExprPtr Lowering::broadcastIndex(llvm::ArrayRef<Dim> in,
+                                 llvm::ArrayRef<ExprPtr> idx) {
+  size_t lead = idx.size() - in.size();
+  std::vector<ExprPtr> own;
+  for (size_t k = 0; k < in.size(); ++k) {
+    bool broadcast = in[k].isKnown() && in[k].getSize() == 1;
+    own.push_back(broadcast ? index(0) : idx[lead + k]->clone());
+  }
+  return flatIndex(in, own);
+}
+
+ExprPtr Lowering::read(const ir::Value *v, llvm::ArrayRef<ExprPtr> idx) {
+  if (!buffers.count(v)) {
+    auto splat = splats.find(v);
+    if (splat != splats.end())
+      return constant(fromDType(v->getType().dtype), splat->second);
+  }
+  return load(bufferOf(v), broadcastIndex(v->getType().shape, idx));
+}
+
+//===----------------------------------------------------------------------===//
+// The driver
+//===----------------------------------------------------------------------===//
+
+static bool isView(OpKind kind) { return kind == OpKind::Reshape; }
+
+static bool lowerOp(Lowering &l, const ir::Op &op) {
+  switch (op.getKind()) {
+  case OpKind::Sum:
+  case OpKind::Mean:
+  case OpKind::Max:
+  case OpKind::LogSumExp:
+    return lowerReduce(l, op);
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::SoftmaxCrossEntropy:
+    return lowerSoftmax(l, op);
+  case OpKind::MatMul:
+    return lowerMatMul(l, op);
+  case OpKind::Transpose:
+  case OpKind::Reshape:
+  case OpKind::BroadcastTo:
+  case OpKind::Stack:
+  case OpKind::Unstack:
+  case OpKind::Concat:
+  case OpKind::Split:
+  case OpKind::OneHot:
+    return lowerLayout(l, op);
+  case OpKind::Constant:
+  case OpKind::Call:
+  case OpKind::ExternCall:
+    return lowerConstantOrCall(l, op);
+  default:
+    return lowerElementwise(l, op);
+  }
+}
+
+static bool lowerFunction(const ir::Module &module, const ir::Function &src,
+                          LoopFunction &fn, std::string &error) {
+  fn.name = src.getName().str();
+  fn.sizeNames = src.getSizeNames();
+  Lowering l(module, src, fn);
+  ir::ValueNamer names(src);
+  for (const ir::Value *p : src.getParams()) {
+    Buffer *b = fn.addBuffer(Buffer::Kind::Param, p->getType().dtype,
+                             p->getType().shape, plainName(names, p));
+    b->position = fn.params.size();
+    fn.params.push_back(b);
+    l.bind(p, b);
+  }
+  // 1. Outputs; a value computed by an op owns the first output it is
+  // returned as.
+  std::vector<bool> written;
+  for (const ir::Value *r : src.getReturns()) {
+    std::string name = "out" + std::to_string(fn.outputs.size());
+    Buffer *b = fn.addBuffer(Buffer::Kind::Output, r->getType().dtype,
+                             r->getType().shape, name);
+    b->position = fn.outputs.size();
+    fn.outputs.push_back(b);
+    bool owns = !r->isParam() && !isView(r->getDefiningOp()->getKind()) &&
+                !l.outputForHas(r);
+    if (owns)
+      l.setOutputFor(r, b);
+    written.push_back(owns);
+  }
+  // 2. The ops.
+  for (const auto &op : src.getOps()) {
+    l.setOrigin(op.get());
+    if (!lowerOp(l, *op)) {
+      error = l.error;
+      return false;
+    }
+  }
+  // 3. Copies into the outputs nobody wrote.
+  l.setOrigin(nullptr);
+  for (size_t i = 0; i < fn.outputs.size(); ++i) {
+    if (written[i])
+      continue;
+    const ir::Value *r = src.getReturns()[i];
+    Buffer *out = fn.outputs[i];
+    l.origin.result = names.get(r);
+    Nest n = l.openNest(l.top(), out->shape);
+    l.store(*n.body, out, Lowering::flatIndex(out->shape, n.idx),
+            load(l.bufferOf(r), Lowering::flatIndex(out->shape, n.idx)));
+  }
+  return true;
+}
+
+std::unique_ptr<LoopModule> loops::lowerModule(const ir::Module &module,
+                                               std::string &error) {
+  auto out = std::make_unique<LoopModule>();
+  out->sourceName = module.sourceName;
+  // Rule instances are inlined after differentiation; one that is still
+  // called (a module that skipped the pipeline) is lowered like any other.
+  llvm::StringSet<> called;
+  for (const auto &f : module.getFunctions())
+    for (const auto &op : f->getOps())
+      if (op->getKind() == OpKind::Call)
+        called.insert(op->getCallee());
+  for (const auto &f : module.getFunctions()) {
+    if (f->getRole() == ir::Function::Role::RuleInstance &&
+        !called.contains(f->getName()))
+      continue;
+    out->functions.push_back(std::make_unique<LoopFunction>());
+    if (!lowerFunction(module, *f, *out->functions.back(), error))
+      return nullptr;
+  }
+  return out;
+}
+
+bool loops::runWithLoops(const ir::Module &module, llvm::StringRef fnName,
+                         llvm::ArrayRef<ir::Tensor> args,
+                         std::vector<ir::Tensor> &results, std::string &error) {
+  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  if (!lowered)
+    return false;
+  if (!verifyLoops(*lowered, error)) {
+    error = "the lowered loops are invalid: " + error;
+    return false;
+  }
+  return evaluateLoops(*lowered, fnName, args, results, error);
+}
+
+bool loops::runWithLoopPasses(const ir::Module &module, llvm::StringRef fnName,
+                              llvm::ArrayRef<ir::Tensor> args,
+                              std::vector<ir::Tensor> &results,
+                              std::string &error) {
+  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  if (!lowered)
+    return false;
+  if (!verifyLoops(*lowered, error) ||
+      !runLoopPasses(*lowered, defaultLoopPipeline, error)) {
+    error = "the lowered loops are invalid: " + error;
+    return false;
+  }
+  return evaluateLoops(*lowered, fnName, args, results, error);
+}

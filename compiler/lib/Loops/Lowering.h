@@ -1,0 +1,132 @@
+//===- Lowering.h - Shared state of the lowering to loops -------*- C++ -*-===//
+//
+// Private to lib/Loops. The lowering of one function keeps a map from
+// tensor values to buffers and appends statements to a block; each op
+// family (LowerElementwise.cpp, LowerReduce.cpp, ...) lowers its ops
+// through the helpers here, so index algebra is written once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_LIB_LOOPS_LOWERING_H
+#define GRADC_LIB_LOOPS_LOWERING_H
+
+#include "gradc/IR/IR.h"
+#include "gradc/IR/Printer.h"
+#include "gradc/Loops/LoopIR.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+#include <vector>
+
+namespace gradc::loops {
+
+/// The indices of one loop nest, one per dimension of its shape (a loop
+/// variable, or the constant 0 for a dimension of known size 1, which
+/// gets no loop).
+struct Nest {
+  Block *body = nullptr;
+  std::vector<ExprPtr> idx;
+  /// Copies of the indices of dimensions [from, to).
+  std::vector<ExprPtr> indices(size_t from = 0, size_t to = ~size_t(0)) const;
+};
+
+class Lowering {
+public:
+  Lowering(const ir::Module &module, const ir::Function &src, LoopFunction &fn);
+
+  const ir::Module &module;
+  const ir::Function &src;
+  LoopFunction &fn;
+  std::string error;
+
+  /// The buffer that holds `v` (made when its op lowered; for a splat
+  /// constant, made and filled here, on first use as a buffer).
+  Buffer *bufferOf(const ir::Value *v);
+  /// Records that `v` is the constant `value` everywhere: elementwise
+  /// readers use the number itself, and no buffer exists unless a call,
+  /// a kernel or a layout op needs one.
+  void setSplat(const ir::Value *v, double value) { splats[v] = value; }
+  /// The buffer for result `i` of `op`: the function's output when the
+  /// value is returned and owns one, else new scratch memory.
+  Buffer *resultBuffer(const ir::Op &op, unsigned i = 0);
+  /// Declares that `v` lives in `b` (an alias made by a layout op).
+  void bind(const ir::Value *v, Buffer *b) { buffers[v] = b; }
+  /// A new local scalar (an accumulator).
+  Buffer *local(ScalarType type, llvm::StringRef name);
+  /// Whether `op`'s result `i` may be a view of an operand instead of a
+  /// copy (it is not given the function's output).
+  bool mayAlias(const ir::Op &op, unsigned i = 0) const;
+
+  /// Appends to the current block, with the current origin.
+  void add(Block &block, StmtPtr s);
+  void store(Block &block, Buffer *b, ExprPtr index, ExprPtr value);
+  void accumulate(Block &block, Buffer *b, ExprPtr index, Combiner c,
+                  ExprPtr value);
+  void check(Block &block, ExprPtr cond, llvm::StringRef message);
+  /// The outermost block of the function.
+  Block &top() { return fn.body; }
+
+  /// Opens one loop per dimension of `shape` (none for a known 1) inside
+  /// `block`.
+  Nest openNest(Block &block, llvm::ArrayRef<Dim> shape);
+  /// Row-major flat index of `idx` in `shape`: i0 * (d1 * d2) + i1 * d2 + i2.
+  static ExprPtr flatIndex(llvm::ArrayRef<Dim> shape,
+                           llvm::ArrayRef<ExprPtr> idx);
+  /// The flat index into an operand of shape `in` read at index `idx` of
+  /// the broadcast shape (right-aligned; known-1 axes of `in` are read at
+  /// 0: NumPy broadcasting).
+  static ExprPtr broadcastIndex(llvm::ArrayRef<Dim> in,
+                                llvm::ArrayRef<ExprPtr> idx);
+  /// `v` read at index `idx` of the (broadcast) shape of the current op.
+  ExprPtr read(const ir::Value *v, llvm::ArrayRef<ExprPtr> idx);
+
+  /// The type that composite ops compute in: f64 for floats (so that
+  /// rounding happens once, as in the interpreter), the type itself else.
+  static ScalarType computeType(DType t) {
+    return isFloat(t) ? ScalarType::F64 : fromDType(t);
+  }
+
+  bool outputForHas(const ir::Value *v) const { return outputFor.count(v); }
+  void setOutputFor(const ir::Value *v, Buffer *b) { outputFor[v] = b; }
+
+  /// Sets the origin of the statements that follow.
+  void setOrigin(const ir::Op *op);
+  Origin origin;
+
+  bool fail(const std::string &message) {
+    error = "in function '" + src.getName().str() + "': " + message;
+    return false;
+  }
+
+private:
+  llvm::DenseMap<const ir::Value *, Buffer *> buffers;
+  llvm::DenseMap<const ir::Value *, Buffer *> outputFor;
+  llvm::DenseMap<const ir::Value *, double> splats;
+  /// Where the statements of the op being lowered start in top().
+  size_t opStart = 0;
+  ir::ValueNamer names;
+};
+
+/// The op families, one file each. Each returns false only after
+/// Lowering::fail.
+bool lowerElementwise(Lowering &l, const ir::Op &op);
+bool lowerReduce(Lowering &l, const ir::Op &op);
+bool lowerSoftmax(Lowering &l, const ir::Op &op);
+bool lowerMatMul(Lowering &l, const ir::Op &op);
+bool lowerLayout(Lowering &l, const ir::Op &op);
+bool lowerConstantOrCall(Lowering &l, const ir::Op &op);
+
+/// Legalize.cpp: the scalar expansion of every elementwise op into
+/// primitives and intrinsics, with the one NaN policy of docs/IR.md.
+/// `operands` are already loaded; the result has type `fromDType(result)`.
+/// Returns null for an op that is not elementwise.
+ExprPtr legalizeScalar(OpKind kind, std::vector<ExprPtr> operands,
+                       DType operandType, DType resultType);
+
+/// Reads an integer-list attribute (`axis`: one int or a list).
+std::vector<int64_t> intListAttr(const ir::Op &op, llvm::StringRef name);
+
+} // namespace gradc::loops
+
+#endif // GRADC_LIB_LOOPS_LOWERING_H

@@ -28,6 +28,8 @@
 
 #include "gradc/Emit/EmitLLVM.h"
 
+#include "gradc/Basic/Timing.h"
+
 #include "gradc/Emit/FusionDepth.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
@@ -2361,8 +2363,12 @@ void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
   for (llvm::Function &fn : module)
     if (!fn.isDeclaration())
       defined.push_back(&fn);
-  for (llvm::Function *fn : defined)
-    outlineLoops(*fn);
+  {
+    TimeRegion region("outline loops");
+    for (llvm::Function *fn : defined)
+      outlineLoops(*fn);
+  }
+  TimeRegion region("LLVM pipeline");
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = true;
   // No SLP vectorisation: LLVM 19's SLP vectoriser miscompiles the
@@ -2398,16 +2404,21 @@ std::unique_ptr<llvm::Module> emit::buildLLVMModule(const ir::Module &module,
                                                     llvm::TargetMachine &tm,
                                                     const LLVMOptions &options,
                                                     std::string &error) {
-  std::unique_ptr<llvm::Module> llvmModule =
-      lowerToLLVM(module, ctx, tm, options, error);
+  std::unique_ptr<llvm::Module> llvmModule;
+  {
+    TimeRegion region("lower to LLVM");
+    llvmModule = lowerToLLVM(module, ctx, tm, options, error);
+  }
   if (!llvmModule)
     return nullptr;
+  TimeRegion region("optimize");
   optimizeModule(*llvmModule, tm, options.optLevel);
   return llvmModule;
 }
 
 bool emit::writeObjectFile(llvm::Module &module, llvm::TargetMachine &tm,
                            llvm::raw_pwrite_stream &os, std::string &error) {
+  TimeRegion region("code generation");
   llvm::legacy::PassManager pm;
   if (tm.addPassesToEmitFile(pm, os, nullptr,
                              llvm::CodeGenFileType::ObjectFile)) {

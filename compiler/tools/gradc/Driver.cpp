@@ -3,6 +3,7 @@
 #include "Driver.h"
 
 #include "gradc/AD/ReverseMode.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/ClangJIT/ClangJIT.h"
 #include "gradc/IR/Verifier.h"
 #include "gradc/IRGen/IRGen.h"
@@ -26,6 +27,7 @@ Compilation::Compilation(bool verify) : verifyMode(verify) {
 }
 
 bool Compilation::readFile(llvm::StringRef path) {
+  TimeRegion region("read");
   std::string error;
   if (!sm.addFile(path, mainBuffer, error)) {
     diags->report(SourceLoc(), diag::err_cannot_open_file) << path << error;
@@ -41,11 +43,13 @@ bool Compilation::readFile(llvm::StringRef path) {
 }
 
 bool Compilation::parse() {
+  TimeRegion region("parse");
   ast = parseModule(sm, mainBuffer, *diags);
   return !diags->hadError();
 }
 
 bool Compilation::check() {
+  TimeRegion region("check");
   if (!checkModule(*ast, *diags))
     return false;
   bool hasExterns = llvm::any_of(ast->decls, [](const ast::DeclPtr &d) {
@@ -82,17 +86,27 @@ bool Compilation::loadExterns() {
 }
 
 bool Compilation::lower() {
-  ir = lowerModule(*ast, sm);
+  TimeRegion region("lower");
+  {
+    TimeRegion irgen("irgen");
+    ir = lowerModule(*ast, sm);
+  }
+  TimeRegion verify("verify");
   return ir::verifyModule(*ir, *diags, "irgen");
 }
 
 bool Compilation::differentiate(llvm::StringRef pipeline) {
-  if (!ad::differentiate(*ir, *diags))
-    return false;
-  if (!ir::verifyModule(*ir, *diags, "differentiate"))
-    return false;
+  {
+    TimeRegion region("differentiate");
+    if (!ad::differentiate(*ir, *diags))
+      return false;
+    TimeRegion verify("verify");
+    if (!ir::verifyModule(*ir, *diags, "differentiate"))
+      return false;
+  }
   if (pipeline.empty())
     return true;
+  TimeRegion region("passes");
   return runPasses(*ir, pipeline, *diags, /*verifyEach=*/true);
 }
 

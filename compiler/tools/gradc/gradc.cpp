@@ -13,6 +13,7 @@
 #include "Driver.h"
 
 #include "gradc/AST/ASTDumper.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/Emit/EmitCpp.h"
 #include "gradc/Emit/EmitDot.h"
 #include "gradc/Emit/EmitHeader.h"
@@ -107,6 +108,11 @@ cl::opt<bool> valueAndGrad(
     cl::desc("Also generate NAME_value_and_grad, the results and the "
              "gradient from one forward pass (runs the 'value-and-grad' pass "
              "first)"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
+cl::opt<bool> timePhases(
+    "time-phases",
+    cl::desc("Print the wall and CPU time of each phase on standard error"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
@@ -329,9 +335,10 @@ int emitLLVM(Compilation &c, bool object) {
   auto out = Output::open(c, object);
   if (!out)
     return c.finish();
-  if (!object)
+  if (!object) {
+    TimeRegion region("print LLVM IR");
     module->print(out->os(), nullptr);
-  else if (!emit::writeObjectFile(*module, *tm, out->os(), error)) {
+  } else if (!emit::writeObjectFile(*module, *tm, out->os(), error)) {
     c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
     return c.finish();
   }
@@ -371,6 +378,7 @@ int compileCommand(Compilation &c) {
     auto out = Output::open(c, false);
     if (!out)
       return c.finish();
+    TimeRegion region("print IR");
     ir::printModule(*c.ir, out->os(), printOptions);
     out->commit();
     return c.finish();
@@ -386,6 +394,7 @@ int compileCommand(Compilation &c) {
     auto out = Output::open(c, false);
     if (!out)
       return c.finish();
+    TimeRegion region("print IR");
     ir::printModule(*c.ir, out->os(), printOptions);
     out->commit();
     break;
@@ -407,6 +416,9 @@ int compileCommand(Compilation &c) {
     options.sourceManager = &c.sm;
     std::string text;
     llvm::raw_string_ostream os(text);
+    TimeRegion region(emitKind == EmitKind::Header   ? "emit header"
+                      : emitKind == EmitKind::Python ? "emit python"
+                                                     : "emit cpp");
     if (emitKind == EmitKind::Header)
       emit::emitHeader(*c.ir, options, os);
     else if (emitKind == EmitKind::Python)
@@ -434,6 +446,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(gradcCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "gradc: a source-to-source gradient compiler\n");
+  // Printed when main returns, after every phase's region has closed.
+  struct PrintTimes {
+    std::unique_ptr<PhaseTimer> timer;
+    ~PrintTimes() {
+      if (timer)
+        timer->print(llvm::errs());
+      PhaseTimer::active = nullptr;
+    }
+  } times;
+  if (timePhases) {
+    times.timer = std::make_unique<PhaseTimer>();
+    PhaseTimer::active = times.timer.get();
+  }
   Compilation c(verify);
   c.externOptions.includeDirs = includeDirs;
   c.externOptions.defines = defines;

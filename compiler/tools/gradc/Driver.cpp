@@ -2,9 +2,10 @@
 
 #include "Driver.h"
 
+#include "Backends.h"
+
 #include "gradc/AD/ReverseMode.h"
 #include "gradc/Basic/Timing.h"
-#include "gradc/ClangJIT/ClangJIT.h"
 #include "gradc/IR/Verifier.h"
 #include "gradc/IRGen/IRGen.h"
 #include "gradc/Parse/Parser.h"
@@ -58,8 +59,11 @@ bool Compilation::check() {
   });
   if (!hasExterns)
     return true;
+  const BackendPlugin *plugin = getBackendPlugin(*diags);
+  if (!plugin)
+    return false;
   // In -verify mode, a header's notes are expected in the header itself.
-  return clangjit::checkExternHeaders(
+  return plugin->checkExternHeaders(
       *ast, externOptions, sm, *diags, [&](SourceLoc buffer) {
         if (verifyMode)
           static_cast<VerifyDiagnosticConsumer &>(*consumer).addExpectations(
@@ -72,13 +76,16 @@ bool Compilation::loadExterns() {
     return true;
   // The generated C++ of the cpp backend includes the headers: it gets
   // the flags of the first one.
+  const BackendPlugin *plugin = getBackendPlugin(*diags);
+  if (!plugin)
+    return false;
   std::vector<std::string> args;
   std::string error;
   llvm::SmallString<256> header(externOptions.baseDir);
   llvm::sys::path::append(header, ir->externs.front().header);
-  if (clangjit::getExternCompilerArgs(externOptions, header, args, error))
-    clangjit::setGeneratedCodeArgs(args);
-  if (clangjit::loadExterns(*ir, externOptions, error))
+  if (plugin->getExternCompilerArgs(externOptions, header, args, error))
+    plugin->setGeneratedCodeArgs(args);
+  if (plugin->loadExterns(*ir, externOptions, error))
     return true;
   diags->report(ir->externs.front().loc, diag::err_extern_load)
       << ir->externs.front().name << error;

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Backends.h"
 #include "Driver.h"
 
 #include "gradc/AST/ASTDumper.h"
@@ -17,21 +18,17 @@
 #include "gradc/Emit/EmitCpp.h"
 #include "gradc/Emit/EmitDot.h"
 #include "gradc/Emit/EmitHeader.h"
-#include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/Transforms/Passes.h"
 
-#include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
 
 using namespace gradc;
 using namespace gradc::driver;
@@ -305,26 +302,24 @@ bool outputIsInput(Compilation &c) {
 }
 
 /// --emit=llvm and --emit=obj: the verified module, optimised at -O2
-/// (unoptimised with -O0), for the host or --target/--cpu.
+/// (unoptimised with -O0), for the host or --target/--cpu; built by the
+/// plugin (Backends.h).
 int emitLLVM(Compilation &c, bool object) {
+  const BackendPlugin *plugin = getBackendPlugin(*c.diags);
+  if (!plugin)
+    return c.finish();
   emit::LLVMOptions options;
   options.moduleName = cModuleName();
   options.triple = targetTriple;
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
-  std::string error;
-  std::unique_ptr<llvm::TargetMachine> tm =
-      emit::createTargetMachine(options, error);
-  if (!tm) {
-    c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
-    return c.finish();
-  }
-  llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> module =
-      emit::buildLLVMModule(*c.ir, ctx, *tm, options, error);
-  if (!module) {
-    c.diags->report(SourceLoc(), diag::err_llvm_internal) << error;
+  std::string bytes, error;
+  bool targetError = false;
+  if (!plugin->emitLLVM(*c.ir, options, object, bytes, error, targetError)) {
+    c.diags->report(SourceLoc(), targetError ? diag::err_llvm_target
+                                             : diag::err_llvm_internal)
+        << error;
     return c.finish();
   }
   if (object && outputFile == "-" &&
@@ -335,13 +330,7 @@ int emitLLVM(Compilation &c, bool object) {
   auto out = Output::open(c, object);
   if (!out)
     return c.finish();
-  if (!object) {
-    TimeRegion region("print LLVM IR");
-    module->print(out->os(), nullptr);
-  } else if (!emit::writeObjectFile(*module, *tm, out->os(), error)) {
-    c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
-    return c.finish();
-  }
+  out->os() << bytes;
   out->commit();
   return c.finish();
 }

@@ -283,9 +283,25 @@ public:
     }
     case Expr::Unary:
       return e->text + wrap(e, 0, false, flat(e->args[0]));
-    case Expr::Binary:
-      return wrap(e, 0, false, flat(e->args[0])) + " " + e->text + " " +
-             wrap(e, 1, false, flat(e->args[1]));
+    case Expr::Binary: {
+      // The left spine iteratively, appending in place: a left-nested
+      // chain (the null checks of every scratch buffer, one per slot) is
+      // as deep as it is long, and recursion with a copy per level made
+      // it quadratic and overflowed the stack at 100,000 slots.
+      std::vector<const Expr *> spine;
+      const Expr *head = e.get();
+      for (; head->kind == Expr::Binary; head = head->args[0].get())
+        spine.push_back(head);
+      std::string text = flat(spine.back()->args[0]);
+      for (const Expr *node : llvm::reverse(spine)) {
+        if (needsParens(node->prec, node->args[0], /*right=*/false))
+          text = "(" + text + ")";
+        text += " " + node->text + " " +
+                wrapChild(node->prec, node->args[1], /*right=*/true,
+                          flat(node->args[1]));
+      }
+      return text;
+    }
     case Expr::Cond:
       return wrap(e, 0, false, flat(e->args[0])) + " ? " +
              wrap(e, 1, false, flat(e->args[1])) + " : " +

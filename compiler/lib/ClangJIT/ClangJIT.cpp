@@ -70,15 +70,11 @@ using namespace gradc::clangjit;
 
 namespace {
 
-/// A test hook: text appended to the generated C++, so that a lit test can
-/// make Clang reject it and check how that is reported. Hidden: it exists
-/// only to test gradc.
-llvm::cl::opt<std::string> injectedSource(
-    "cpp-jit-inject", llvm::cl::Hidden,
-    llvm::cl::desc("Append this text to the C++ that --backend=cpp compiles "
-                   "(tests the report of a Clang error)"),
-    llvm::cl::value_desc("TEXT"), llvm::cl::init(""),
-    llvm::cl::sub(llvm::cl::SubCommand::getAll()));
+/// The text of setInjectedSource (ClangJIT.h).
+std::string &injectedSource() {
+  static std::string text;
+  return text;
+}
 
 /// The in-memory directory of the compilation. It does not exist on disk,
 /// so nothing on disk can shadow the embedded runtime.
@@ -332,6 +328,10 @@ void clangjit::setGeneratedCodeArgs(std::vector<std::string> args) {
   generatedCodeArgs() = std::move(args);
 }
 
+void clangjit::setInjectedSource(std::string text) {
+  injectedSource() = std::move(text);
+}
+
 std::unique_ptr<llvm::Module> clangjit::compileCpp(llvm::StringRef source,
                                                    llvm::LLVMContext &context,
                                                    std::string &error) {
@@ -434,8 +434,8 @@ bool clangjit::emitJITSource(const ir::Module &module, std::string &source,
   for (const auto &fn : module.getFunctions())
     if (emit::isExported(*fn))
       writeTrampoline(module, *fn, os);
-  if (!injectedSource.empty())
-    os << "\n" << injectedSource << "\n";
+  if (!injectedSource().empty())
+    os << "\n" << injectedSource() << "\n";
   return true;
 }
 

@@ -50,7 +50,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <set>
 
 using namespace gradc;
 using namespace gradc::emit;
@@ -281,9 +283,25 @@ public:
     }
     case Expr::Unary:
       return e->text + wrap(e, 0, false, flat(e->args[0]));
-    case Expr::Binary:
-      return wrap(e, 0, false, flat(e->args[0])) + " " + e->text + " " +
-             wrap(e, 1, false, flat(e->args[1]));
+    case Expr::Binary: {
+      // The left spine iteratively, appending in place: a left-nested
+      // chain (the null checks of every scratch buffer, one per slot) is
+      // as deep as it is long, and recursion with a copy per level made
+      // it quadratic and overflowed the stack at 100,000 slots.
+      std::vector<const Expr *> spine;
+      const Expr *head = e.get();
+      for (; head->kind == Expr::Binary; head = head->args[0].get())
+        spine.push_back(head);
+      std::string text = flat(spine.back()->args[0]);
+      for (const Expr *node : llvm::reverse(spine)) {
+        if (needsParens(node->prec, node->args[0], /*right=*/false))
+          text = "(" + text + ")";
+        text += " " + node->text + " " +
+                wrapChild(node->prec, node->args[1], /*right=*/true,
+                          flat(node->args[1]));
+      }
+      return text;
+    }
     case Expr::Cond:
       return wrap(e, 0, false, flat(e->args[0])) + " ? " +
              wrap(e, 1, false, flat(e->args[1])) + " : " +
@@ -967,9 +985,33 @@ std::string FunctionEmitter::temporaryName(const ir::Op &op) const {
   return name;
 }
 
+/// First fit, in linear time: each value takes the lowest-numbered free
+/// slot of its element type that fits it (a slot of a known size grows to
+/// fit any known size; a symbolic size needs a slot of exactly that size),
+/// and gives it back after its last use. The free slots are kept per kind
+/// (element type and, for a symbolic size, the size) and the values per
+/// last use, so an op costs a logarithm, not a walk over every slot and
+/// every live value: that walk made the C++ of a 10,000-step gradient
+/// quadratic.
 void FunctionEmitter::allocate() {
   const auto &ops = fn.getOps();
-  std::vector<const ir::Value *> live;
+  // The kind of a slot of element type `dtype` and size `size`: two slots
+  // fit the same values exactly when their kinds are equal.
+  auto kindOf = [](DType dtype, const Product &size) {
+    std::string key = std::to_string(static_cast<int>(dtype));
+    if (size.isKnown())
+      return key;
+    std::vector<std::string> names = size.names;
+    llvm::sort(names);
+    key += ":" + std::to_string(size.constant);
+    for (const std::string &name : names)
+      key += "," + name;
+    return key;
+  };
+  std::map<std::string, std::set<int>> freeSlots;
+  std::vector<std::string> slotKind;
+  // The values whose slot is given back after op `pos`: freedAfter[pos].
+  std::vector<std::vector<const ir::Value *>> freedAfter(ops.size());
   for (size_t pos = 0; pos < ops.size(); ++pos) {
     for (const ir::Value *v : ops[pos]->getResults()) {
       Info &i = info[v];
@@ -986,37 +1028,33 @@ void FunctionEmitter::allocate() {
         continue;
       }
       Product size = extentOf(t.shape);
-      int found = -1;
-      for (size_t s = 0; s < slots.size(); ++s) {
-        Slot &slot = slots[s];
-        if (slot.busy || slot.dtype != t.dtype)
-          continue;
-        if (slot.size == size) {
-          found = s;
-          break;
-        }
-        if (slot.size.isKnown() && size.isKnown()) {
+      std::string kind = kindOf(t.dtype, size);
+      std::set<int> &candidates = freeSlots[kind];
+      int found;
+      if (!candidates.empty()) {
+        found = *candidates.begin();
+        candidates.erase(candidates.begin());
+        Slot &slot = slots[found];
+        if (slot.size != size)
           slot.size.constant = std::max(slot.size.constant, size.constant);
-          found = s;
-          break;
-        }
-      }
-      if (found < 0) {
+      } else {
         found = slots.size();
         slots.push_back({t.dtype, size, "", false});
+        slotKind.push_back(kind);
       }
       slots[found].busy = true;
       i.slot = found;
-      live.push_back(v);
+      // A returned value (last use: the end) keeps its slot.
+      size_t last = std::max<int>(i.lastUse, pos);
+      if (last < ops.size())
+        freedAfter[last].push_back(v);
     }
     // Free the slots of values that nothing reads after this op.
-    llvm::erase_if(live, [&](const ir::Value *v) {
-      Info &i = info[v];
-      if (i.lastUse > int(pos))
-        return false;
-      slots[i.slot].busy = false;
-      return true;
-    });
+    for (const ir::Value *v : freedAfter[pos]) {
+      int slot = info[v].slot;
+      slots[slot].busy = false;
+      freeSlots[slotKind[slot]].insert(slot);
+    }
   }
 }
 

@@ -15,6 +15,8 @@
 
 #include "gradc/Transforms/Passes.h"
 
+#include "gradc/Basic/Timing.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -64,9 +66,14 @@ std::string fingerprint(const Module &module) {
 bool gradc::runCanonicalize(Module &module, DiagnosticEngine &diags) {
   std::string before = fingerprint(module);
   for (unsigned round = 0; round < maxRounds; ++round) {
-    if (!runSimplify(module, diags) || !runConstantFold(module, diags) ||
-        !runCSE(module, diags) || !runDCE(module, diags))
+    auto timed = [&](llvm::StringRef name, PassFn pass) {
+      TimeRegion region(name);
+      return pass(module, diags);
+    };
+    if (!timed("simplify", runSimplify) || !timed("fold", runConstantFold) ||
+        !timed("cse", runCSE) || !timed("dce", runDCE))
       return false;
+    TimeRegion region("fingerprint");
     std::string after = fingerprint(module);
     if (after == before)
       break;

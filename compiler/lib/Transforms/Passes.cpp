@@ -11,6 +11,7 @@
 #include "gradc/Transforms/Passes.h"
 
 #include "gradc/AD/ReverseMode.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/IR/Verifier.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -94,8 +95,12 @@ bool gradc::runPasses(ir::Module &module, llvm::StringRef pipeline,
   if (!ok)
     return false;
   for (const PassInfo *pass : toRun) {
-    if (!pass->run(module, diags))
-      return false;
+    {
+      TimeRegion region(pass->name);
+      if (!pass->run(module, diags))
+        return false;
+    }
+    TimeRegion region("verify");
     if (verifyEach && !ir::verifyModule(module, diags, pass->name))
       return false;
   }

@@ -2,8 +2,10 @@
 
 #include "Driver.h"
 
+#include "Backends.h"
+
 #include "gradc/AD/ReverseMode.h"
-#include "gradc/ClangJIT/ClangJIT.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/IR/Verifier.h"
 #include "gradc/IRGen/IRGen.h"
 #include "gradc/Parse/Parser.h"
@@ -26,6 +28,7 @@ Compilation::Compilation(bool verify) : verifyMode(verify) {
 }
 
 bool Compilation::readFile(llvm::StringRef path) {
+  TimeRegion region("read");
   std::string error;
   if (!sm.addFile(path, mainBuffer, error)) {
     diags->report(SourceLoc(), diag::err_cannot_open_file) << path << error;
@@ -41,11 +44,13 @@ bool Compilation::readFile(llvm::StringRef path) {
 }
 
 bool Compilation::parse() {
+  TimeRegion region("parse");
   ast = parseModule(sm, mainBuffer, *diags);
   return !diags->hadError();
 }
 
 bool Compilation::check() {
+  TimeRegion region("check");
   if (!checkModule(*ast, *diags))
     return false;
   bool hasExterns = llvm::any_of(ast->decls, [](const ast::DeclPtr &d) {
@@ -54,8 +59,11 @@ bool Compilation::check() {
   });
   if (!hasExterns)
     return true;
+  const BackendPlugin *plugin = getBackendPlugin(*diags);
+  if (!plugin)
+    return false;
   // In -verify mode, a header's notes are expected in the header itself.
-  return clangjit::checkExternHeaders(
+  return plugin->checkExternHeaders(
       *ast, externOptions, sm, *diags, [&](SourceLoc buffer) {
         if (verifyMode)
           static_cast<VerifyDiagnosticConsumer &>(*consumer).addExpectations(
@@ -68,13 +76,16 @@ bool Compilation::loadExterns() {
     return true;
   // The generated C++ of the cpp backend includes the headers: it gets
   // the flags of the first one.
+  const BackendPlugin *plugin = getBackendPlugin(*diags);
+  if (!plugin)
+    return false;
   std::vector<std::string> args;
   std::string error;
   llvm::SmallString<256> header(externOptions.baseDir);
   llvm::sys::path::append(header, ir->externs.front().header);
-  if (clangjit::getExternCompilerArgs(externOptions, header, args, error))
-    clangjit::setGeneratedCodeArgs(args);
-  if (clangjit::loadExterns(*ir, externOptions, error))
+  if (plugin->getExternCompilerArgs(externOptions, header, args, error))
+    plugin->setGeneratedCodeArgs(args);
+  if (plugin->loadExterns(*ir, externOptions, error))
     return true;
   diags->report(ir->externs.front().loc, diag::err_extern_load)
       << ir->externs.front().name << error;
@@ -82,17 +93,27 @@ bool Compilation::loadExterns() {
 }
 
 bool Compilation::lower() {
-  ir = lowerModule(*ast, sm);
+  TimeRegion region("lower");
+  {
+    TimeRegion irgen("irgen");
+    ir = lowerModule(*ast, sm);
+  }
+  TimeRegion verify("verify");
   return ir::verifyModule(*ir, *diags, "irgen");
 }
 
 bool Compilation::differentiate(llvm::StringRef pipeline) {
-  if (!ad::differentiate(*ir, *diags))
-    return false;
-  if (!ir::verifyModule(*ir, *diags, "differentiate"))
-    return false;
+  {
+    TimeRegion region("differentiate");
+    if (!ad::differentiate(*ir, *diags))
+      return false;
+    TimeRegion verify("verify");
+    if (!ir::verifyModule(*ir, *diags, "differentiate"))
+      return false;
+  }
   if (pipeline.empty())
     return true;
+  TimeRegion region("passes");
   return runPasses(*ir, pipeline, *diags, /*verifyEach=*/true);
 }
 

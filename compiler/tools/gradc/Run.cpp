@@ -21,14 +21,15 @@
 
 #include "Driver.h"
 
-#include "gradc/ClangJIT/ClangJIT.h"
-#include "gradc/Emit/LLVMJIT.h"
+#include "Backends.h"
+
 #include "gradc/IR/Literal.h"
 #include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -42,15 +43,42 @@ using namespace gradc::driver;
 
 namespace {
 
+/// The `llvm` and `cpp` backends, from the plugin (Backends.h).
+bool runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
+                    llvm::ArrayRef<ir::Tensor> args,
+                    std::vector<ir::Tensor> &results, std::string &error) {
+  const BackendPlugin *plugin = getBackendPlugin(error);
+  return plugin && plugin->runLLVM(module, fnName, args, results, error);
+}
+
+/// A test hook (clangjit::setInjectedSource). Hidden: it exists only to
+/// test gradc.
+llvm::cl::opt<std::string> injectedSource(
+    "cpp-jit-inject", llvm::cl::Hidden,
+    llvm::cl::desc("Append this text to the C++ that --backend=cpp compiles "
+                   "(tests the report of a Clang error)"),
+    llvm::cl::value_desc("TEXT"), llvm::cl::init(""),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()));
+
+bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
+                     llvm::ArrayRef<ir::Tensor> args,
+                     std::vector<ir::Tensor> &results, std::string &error) {
+  const BackendPlugin *plugin = getBackendPlugin(error);
+  if (!plugin)
+    return false;
+  plugin->setInjectedSource(injectedSource);
+  return plugin->runCpp(module, fnName, args, results, error);
+}
+
 /// Adding a backend is one row here (the emitters add `llvm` and `cpp`).
 const RunBackend runBackends[] = {
     {"interp", "the reference interpreter of lib/IR", ir::interpret},
     {"llvm", "LLVM IR compiled by ORC's JIT (lib/Emit/LLVMJIT)",
-     emit::runWithLLVMJIT},
+     runWithLLVMJIT},
     {"cpp",
      "the C++ backend's code compiled in-process by Clang, run by ORC's JIT "
      "(lib/ClangJIT)",
-     clangjit::runWithClangJIT},
+     runWithClangJIT},
     {"loops",
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
      "the interpreter's numerics",

@@ -10,28 +10,26 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Backends.h"
 #include "Driver.h"
 
 #include "gradc/AST/ASTDumper.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/Emit/EmitCpp.h"
 #include "gradc/Emit/EmitDot.h"
 #include "gradc/Emit/EmitHeader.h"
-#include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
 
-#include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
 
 using namespace gradc;
 using namespace gradc::driver;
@@ -111,6 +109,11 @@ cl::opt<bool> valueAndGrad(
     cl::desc("Also generate NAME_value_and_grad, the results and the "
              "gradient from one forward pass (runs the 'value-and-grad' pass "
              "first)"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
+cl::opt<bool> timePhases(
+    "time-phases",
+    cl::desc("Print the wall and CPU time of each phase on standard error"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
@@ -303,26 +306,24 @@ bool outputIsInput(Compilation &c) {
 }
 
 /// --emit=llvm and --emit=obj: the verified module, optimised at -O2
-/// (unoptimised with -O0), for the host or --target/--cpu.
+/// (unoptimised with -O0), for the host or --target/--cpu; built by the
+/// plugin (Backends.h).
 int emitLLVM(Compilation &c, bool object) {
+  const BackendPlugin *plugin = getBackendPlugin(*c.diags);
+  if (!plugin)
+    return c.finish();
   emit::LLVMOptions options;
   options.moduleName = cModuleName();
   options.triple = targetTriple;
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
-  std::string error;
-  std::unique_ptr<llvm::TargetMachine> tm =
-      emit::createTargetMachine(options, error);
-  if (!tm) {
-    c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
-    return c.finish();
-  }
-  llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> module =
-      emit::buildLLVMModule(*c.ir, ctx, *tm, options, error);
-  if (!module) {
-    c.diags->report(SourceLoc(), diag::err_llvm_internal) << error;
+  std::string bytes, error;
+  bool targetError = false;
+  if (!plugin->emitLLVM(*c.ir, options, object, bytes, error, targetError)) {
+    c.diags->report(SourceLoc(), targetError ? diag::err_llvm_target
+                                             : diag::err_llvm_internal)
+        << error;
     return c.finish();
   }
   if (object && outputFile == "-" &&
@@ -333,12 +334,7 @@ int emitLLVM(Compilation &c, bool object) {
   auto out = Output::open(c, object);
   if (!out)
     return c.finish();
-  if (!object)
-    module->print(out->os(), nullptr);
-  else if (!emit::writeObjectFile(*module, *tm, out->os(), error)) {
-    c.diags->report(SourceLoc(), diag::err_llvm_target) << error;
-    return c.finish();
-  }
+  out->os() << bytes;
   out->commit();
   return c.finish();
 }
@@ -375,6 +371,7 @@ int compileCommand(Compilation &c) {
     auto out = Output::open(c, false);
     if (!out)
       return c.finish();
+    TimeRegion region("print IR");
     ir::printModule(*c.ir, out->os(), printOptions);
     out->commit();
     return c.finish();
@@ -390,6 +387,7 @@ int compileCommand(Compilation &c) {
     auto out = Output::open(c, false);
     if (!out)
       return c.finish();
+    TimeRegion region("print IR");
     ir::printModule(*c.ir, out->os(), printOptions);
     out->commit();
     break;
@@ -426,6 +424,9 @@ int compileCommand(Compilation &c) {
     options.sourceManager = &c.sm;
     std::string text;
     llvm::raw_string_ostream os(text);
+    TimeRegion region(emitKind == EmitKind::Header   ? "emit header"
+                      : emitKind == EmitKind::Python ? "emit python"
+                                                     : "emit cpp");
     if (emitKind == EmitKind::Header)
       emit::emitHeader(*c.ir, options, os);
     else if (emitKind == EmitKind::Python)
@@ -453,6 +454,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(gradcCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "gradc: a source-to-source gradient compiler\n");
+  // Printed when main returns, after every phase's region has closed.
+  struct PrintTimes {
+    std::unique_ptr<PhaseTimer> timer;
+    ~PrintTimes() {
+      if (timer)
+        timer->print(llvm::errs());
+      PhaseTimer::active = nullptr;
+    }
+  } times;
+  if (timePhases) {
+    times.timer = std::make_unique<PhaseTimer>();
+    PhaseTimer::active = times.timer.get();
+  }
   Compilation c(verify);
   c.externOptions.includeDirs = includeDirs;
   c.externOptions.defines = defines;

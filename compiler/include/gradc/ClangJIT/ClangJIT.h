@@ -79,6 +79,11 @@ bool emitJITSource(const ir::Module &module, std::string &source,
 std::unique_ptr<emit::JITModule> compileModule(const ir::Module &module,
                                                std::string &error);
 
+/// A test hook (`gradc run --cpp-jit-inject=TEXT`): text appended to the
+/// generated C++ that the cpp backend compiles, so that a lit test can make
+/// Clang reject it and check how that is reported.
+void setInjectedSource(std::string text);
+
 /// Calls `fnName` of `module` compiled by compileModule: the `cpp` row of
 /// the driver's backend table, with the signature of ir::interpret. The
 /// whole module is compiled once per process and kept (see

@@ -146,8 +146,11 @@ RULE_BODIES = {
     "cos_x": ("return dy * cos(x)", lambda ins, y, dy: [dy * torch_cos(ins[0])]),
     # two operands of one shape
     "both": ("return (dz, dz)", lambda ins, z, dz: [dz, dz]),
+    # zeros_like in a rule is a structural zero (docs/Passes.md): no
+    # gradient at all, which torch spells None (a zero tensor would be
+    # multiplied on the way back, 0 * inf = NaN through sqrt at 0).
     "first_half": ("return (0.5 * dz, zeros_like(y))",
-                   lambda ins, z, dz: [0.5 * dz, zeros(ins[1])]),
+                   lambda ins, z, dz: [0.5 * dz, None]),
     "swap": ("return (dz * y, dz * x)",
              lambda ins, z, dz: [dz * ins[1], dz * ins[0]]),
 }
@@ -158,11 +161,6 @@ BINARY_RULES = ["both", "first_half", "swap"]
 def torch_cos(x):
     import torch
     return torch.cos(x)
-
-
-def zeros(x):
-    import torch
-    return torch.zeros_like(x)
 
 
 # ---------------------------------------------------------------------------
@@ -913,7 +911,12 @@ class Generator:
                 s = b.add_reduce("sum", last) if other is last else None
                 f.results = [last, s or other]
                 f.tuple_result = True
-            if "override" not in self.opts.exclude and r.random() < 0.25:
+            # No rule on an i32 helper: its operations take no gradient,
+            # and a rule's literals (0.5 * dy) are not i32 (gradc rejects
+            # them). The draw is made anyway, so that f32/f64 programs
+            # stay what they were.
+            if ("override" not in self.opts.exclude and r.random() < 0.25
+                    and dt != "i32"):
                 ops = [s.op for s in f.stmts if s.kind == "op" and
                        s.op in OVERRIDABLE_UNARY and len(s.args) == 1 and
                        not s.override]

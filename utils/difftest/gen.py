@@ -54,6 +54,8 @@ TORCH_CONVENTIONS = """
   (the bounds included), dlo where x < lo and lo <= hi, dhi where x > hi
   or lo > hi.
 - pow: dx = dz*y*x^(y-1); dy = dz*z*ln x where x > 0, else 0 (TF's Pow).
+  x^(y-1) in dx is this pow again, so a second derivative follows the
+  same convention (torch.pow's exponent gradient is NaN for x < 0).
 - div: dy = -(dz*z)/y (so 1/0 and 0/0 give the same non-finite cotangents).
 - max reduction: the cotangent is split equally among tied maxima; an
   empty reduction gives -inf; a NaN makes the result NaN.
@@ -62,13 +64,17 @@ TORCH_CONVENTIONS = """
 - softplus: max(x, 0) + log1p(e^-|x|), derivative sigmoid(x) (0.5 at 0).
 - one_hot: an index outside [0, depth) gives a row of zeros.
 - softmax_cross_entropy: dlogits = dloss * (softmax - one_hot) as one
-  product (an infinite cotangent gives +-inf, not inf - inf = NaN).
+  product (an infinite cotangent gives +-inf, not inf - inf = NaN);
+  softmax and the difference are ops of the rule, rounded to the element
+  type (an f32 probability of 1e-248 is 0, and -inf * 0 is NaN).
 - sign, comparisons, zeros_like, ones_like, stop_gradient: no gradient.
 - structural zeros (docs/Passes.md, "simplify", which runs by default):
   zeros_like is zero, and so is an op of simplify's table on zero
   operands (inf * zeros_like(x) is 0, not NaN; the mean of zeros over
   nothing is 0), with no gradient through it; an op with an @override
-  rule is not simplified.
+  rule is not simplified. A rule's zeros_like cotangent (and `dz * x` of
+  a zero x) is no gradient at all: torch's None, not a zero tensor that
+  an operand's backward would multiply (0 * inf through sqrt at 0).
 - @override / @custom_grad / grad blocks: the cotangent is the rule's,
   evaluated in torch on the saved operands, result and cotangent.
 """

@@ -30,11 +30,17 @@ class Custom(torch.autograd.Function):
         y = fwd(*xs)
         ctx.bwd = bwd
         ctx.save_for_backward(*xs, y)
+        # No cotangent (a rule's structural zero upstream) stays None, not
+        # a tensor of zeros that bwd would turn into 0 / 0 (seed 20261204
+        # program 589: max's mask / ties at a NaN).
+        ctx.set_materialize_grads(False)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         *xs, y = ctx.saved_tensors
+        if dy is None:
+            return (None, None) + (None,) * len(xs)
         grads = ctx.bwd(xs, y, dy)
         return (None, None) + tuple(grads)
 

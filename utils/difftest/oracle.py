@@ -28,6 +28,13 @@ class Custom(torch.autograd.Function):
     @staticmethod
     def forward(ctx, fwd, bwd, *xs):
         y = fwd(*xs)
+        if any(y is x for x in xs):
+            # identity returns its operand: torch would then save it as
+            # that input, and differentiating the rule again would take
+            # d y / d x = 1 instead of this rule (docs/Gradients.md: the
+            # forward op keeps its rule at every order; seed 20261204
+            # program 2466, `dy * y` on identity).
+            y = y.clone()
         ctx.bwd = bwd
         ctx.save_for_backward(*xs, y)
         # No cotangent (a rule's structural zero upstream) stays None, not

@@ -166,6 +166,24 @@ def op_max(x, axes, keepdims):
     return squeeze(y, axes, keepdims)
 
 
+def op_mean(x, axes, keepdims):
+    """sum / n. The backward broadcasts dy first and divides each element
+    by n: the adjoint of x -> mean is dy -> [dy / n per element], and over
+    an empty axis (n = 0) that is a map into no elements, whose own
+    adjoint (a second differentiation) is exactly 0. Dividing before
+    broadcasting (torch's mean) makes it sum(nothing) / 0 = NaN (seed
+    20261204 program 7933)."""
+    axes = sorted(axes)
+    n = reduced_count(x, axes)
+
+    def fwd(x):
+        return x.sum(dim=axes, keepdim=True) / n
+
+    def bwd(xs, y, dy):
+        return [dy.expand(xs[0].shape) / n]
+    return squeeze(custom(fwd, bwd, x), axes, keepdims)
+
+
 def squeeze(y, axes, keepdims):
     if keepdims or not axes:
         return y
@@ -349,7 +367,7 @@ class Evaluator:
                 return x * 1
             if op == "sum":
                 return x.sum(dim=axes, keepdim=kd)
-            return x.sum(dim=axes, keepdim=kd) / reduced_count(x, axes)
+            return op_mean(x, axes, kd)
         if op in ("softmax", "log_softmax"):
             ax = at.get("axis", -1)
             f = torch.softmax if op == "softmax" else torch.log_softmax

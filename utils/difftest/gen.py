@@ -57,6 +57,8 @@ TORCH_CONVENTIONS = """
   x^(y-1) in dx is this pow again, so a second derivative follows the
   same convention (torch.pow's exponent gradient is NaN for x < 0).
 - div: dy = -(dz*z)/y (so 1/0 and 0/0 give the same non-finite cotangents).
+- mean: sum / n; the gradient broadcasts dy, then divides by n, so that
+  differentiating it again over an empty axis gives 0, not 0 / 0.
 - max reduction: the cotangent is split equally among tied maxima; an
   empty reduction gives -inf; a NaN makes the result NaN.
 - logsumexp: m + log(sum(e^(x-m))) with m the max; m itself when m is

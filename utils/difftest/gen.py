@@ -54,7 +54,11 @@ TORCH_CONVENTIONS = """
   (the bounds included), dlo where x < lo and lo <= hi, dhi where x > hi
   or lo > hi.
 - pow: dx = dz*y*x^(y-1); dy = dz*z*ln x where x > 0, else 0 (TF's Pow).
+  x^(y-1) in dx is this pow again, so a second derivative follows the
+  same convention (torch.pow's exponent gradient is NaN for x < 0).
 - div: dy = -(dz*z)/y (so 1/0 and 0/0 give the same non-finite cotangents).
+- mean: sum / n; the gradient broadcasts dy, then divides by n, so that
+  differentiating it again over an empty axis gives 0, not 0 / 0.
 - max reduction: the cotangent is split equally among tied maxima; an
   empty reduction gives -inf; a NaN makes the result NaN.
 - logsumexp: m + log(sum(e^(x-m))) with m the max; m itself when m is
@@ -62,13 +66,17 @@ TORCH_CONVENTIONS = """
 - softplus: max(x, 0) + log1p(e^-|x|), derivative sigmoid(x) (0.5 at 0).
 - one_hot: an index outside [0, depth) gives a row of zeros.
 - softmax_cross_entropy: dlogits = dloss * (softmax - one_hot) as one
-  product (an infinite cotangent gives +-inf, not inf - inf = NaN).
+  product (an infinite cotangent gives +-inf, not inf - inf = NaN);
+  softmax and the difference are ops of the rule, rounded to the element
+  type (an f32 probability of 1e-248 is 0, and -inf * 0 is NaN).
 - sign, comparisons, zeros_like, ones_like, stop_gradient: no gradient.
 - structural zeros (docs/Passes.md, "simplify", which runs by default):
   zeros_like is zero, and so is an op of simplify's table on zero
   operands (inf * zeros_like(x) is 0, not NaN; the mean of zeros over
   nothing is 0), with no gradient through it; an op with an @override
-  rule is not simplified.
+  rule is not simplified. A rule's zeros_like cotangent (and `dz * x` of
+  a zero x) is no gradient at all: torch's None, not a zero tensor that
+  an operand's backward would multiply (0 * inf through sqrt at 0).
 - @override / @custom_grad / grad blocks: the cotangent is the rule's,
   evaluated in torch on the saved operands, result and cotangent.
 """
@@ -146,8 +154,11 @@ RULE_BODIES = {
     "cos_x": ("return dy * cos(x)", lambda ins, y, dy: [dy * torch_cos(ins[0])]),
     # two operands of one shape
     "both": ("return (dz, dz)", lambda ins, z, dz: [dz, dz]),
+    # zeros_like in a rule is a structural zero (docs/Passes.md): no
+    # gradient at all, which torch spells None (a zero tensor would be
+    # multiplied on the way back, 0 * inf = NaN through sqrt at 0).
     "first_half": ("return (0.5 * dz, zeros_like(y))",
-                   lambda ins, z, dz: [0.5 * dz, zeros(ins[1])]),
+                   lambda ins, z, dz: [0.5 * dz, None]),
     "swap": ("return (dz * y, dz * x)",
              lambda ins, z, dz: [dz * ins[1], dz * ins[0]]),
 }
@@ -158,11 +169,6 @@ BINARY_RULES = ["both", "first_half", "swap"]
 def torch_cos(x):
     import torch
     return torch.cos(x)
-
-
-def zeros(x):
-    import torch
-    return torch.zeros_like(x)
 
 
 # ---------------------------------------------------------------------------
@@ -913,7 +919,12 @@ class Generator:
                 s = b.add_reduce("sum", last) if other is last else None
                 f.results = [last, s or other]
                 f.tuple_result = True
-            if "override" not in self.opts.exclude and r.random() < 0.25:
+            # No rule on an i32 helper: its operations take no gradient,
+            # and a rule's literals (0.5 * dy) are not i32 (gradc rejects
+            # them). The draw is made anyway, so that f32/f64 programs
+            # stay what they were.
+            if ("override" not in self.opts.exclude and r.random() < 0.25
+                    and dt != "i32"):
                 ops = [s.op for s in f.stmts if s.kind == "op" and
                        s.op in OVERRIDABLE_UNARY and len(s.args) == 1 and
                        not s.override]

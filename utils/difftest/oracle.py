@@ -28,13 +28,26 @@ class Custom(torch.autograd.Function):
     @staticmethod
     def forward(ctx, fwd, bwd, *xs):
         y = fwd(*xs)
+        if any(y is x for x in xs):
+            # identity returns its operand: torch would then save it as
+            # that input, and differentiating the rule again would take
+            # d y / d x = 1 instead of this rule (docs/Gradients.md: the
+            # forward op keeps its rule at every order; seed 20261204
+            # program 2466, `dy * y` on identity).
+            y = y.clone()
         ctx.bwd = bwd
         ctx.save_for_backward(*xs, y)
+        # No cotangent (a rule's structural zero upstream) stays None, not
+        # a tensor of zeros that bwd would turn into 0 / 0 (seed 20261204
+        # program 589: max's mask / ties at a NaN).
+        ctx.set_materialize_grads(False)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         *xs, y = ctx.saved_tensors
+        if dy is None:
+            return (None, None) + (None,) * len(xs)
         grads = ctx.bwd(xs, y, dy)
         return (None, None) + tuple(grads)
 
@@ -97,8 +110,11 @@ def op_pow(x, y, dt):
     def bwd(xs, z, dz):
         a, b = xs
         # y - 1 is an op of the rule, rounded to the element type: in f32,
-        # -0.99999994 - 1 is -2, and x^-2 is finite where x < 0.
-        da = dz * (b * torch.pow(a, rnd(b - 1, dt)))
+        # -0.99999994 - 1 is -2, and x^-2 is finite where x < 0. x^(y-1)
+        # is gradc's pow again, so a second differentiation gives its
+        # exponent the cotangent 0 where x <= 0 too (torch.pow's would be
+        # dz * z * ln x, NaN for x < 0: seed 20261203 program 649).
+        da = dz * (b * op_pow(a, rnd(b - 1, dt), dt))
         pos = a > 0
         la = torch.log(torch.where(pos, a, torch.ones_like(a)))
         db = torch.where(pos, (dz * z) * la, zero(dz))
@@ -150,6 +166,24 @@ def op_max(x, axes, keepdims):
     return squeeze(y, axes, keepdims)
 
 
+def op_mean(x, axes, keepdims):
+    """sum / n. The backward broadcasts dy first and divides each element
+    by n: the adjoint of x -> mean is dy -> [dy / n per element], and over
+    an empty axis (n = 0) that is a map into no elements, whose own
+    adjoint (a second differentiation) is exactly 0. Dividing before
+    broadcasting (torch's mean) makes it sum(nothing) / 0 = NaN (seed
+    20261204 program 7933)."""
+    axes = sorted(axes)
+    n = reduced_count(x, axes)
+
+    def fwd(x):
+        return x.sum(dim=axes, keepdim=True) / n
+
+    def bwd(xs, y, dy):
+        return [dy.expand(xs[0].shape) / n]
+    return squeeze(custom(fwd, bwd, x), axes, keepdims)
+
+
 def squeeze(y, axes, keepdims):
     if keepdims or not axes:
         return y
@@ -183,11 +217,14 @@ def op_logsumexp(x, axes, keepdims):
     return squeeze(custom(fwd, bwd, x), axes, keepdims)
 
 
-def op_sce(logits, labels):
+def op_sce(logits, labels, dt):
     """Per row logsumexp(logits) - logits[label]; the gradient is
     dloss * (softmax(logits) - one_hot(label)) as one product (Loss.cpp),
     not the sum of the two terms' gradients (which makes NaN of an
-    infinite cotangent where the product is infinite)."""
+    infinite cotangent where the product is infinite). softmax and the
+    difference are ops of the rule, each rounded to the element type: in
+    f32 a probability of 1e-248 is 0, and an infinite cotangent times it
+    is NaN, not -inf (seed 20261203 program 7172)."""
     def fwd(x):
         with torch.no_grad():
             lse = op_logsumexp(x, [x.dim() - 1], False)
@@ -198,9 +235,9 @@ def op_sce(logits, labels):
         x = xs[0]
         m = torch.amax(x, dim=-1, keepdim=True)
         e = torch.exp(x - m)
-        soft = e / e.sum(dim=-1, keepdim=True)
+        soft = rnd(e / e.sum(dim=-1, keepdim=True), dt)
         hot = op_one_hot(labels, x.shape[-1])
-        return [dy.unsqueeze(-1) * (soft - hot)]
+        return [dy.unsqueeze(-1) * rnd(soft - hot, dt)]
     return custom(fwd, bwd, logits)
 
 
@@ -269,9 +306,24 @@ def structural_zero(s, zeros, overridden):
     return False
 
 
+# Relative size of the perturbation of each op's result in a noisy run
+# (run_call's `noise`): one unit in the last place of the element type.
+ULP = {"f32": 2.0 ** -23, "f64": 2.0 ** -52}
+
+
 class Evaluator:
-    def __init__(self, prog, sizes):
+    def __init__(self, prog, sizes, noise=None):
         self.prog, self.sizes = prog, sizes
+        # None, or a torch.Generator: every float op's result is then
+        # multiplied by 1 + ULP * r, r = +-1 drawn per element.
+        self.noise = noise
+
+    def perturb(self, y, dt):
+        if self.noise is None or dt not in ULP or \
+                not torch.is_floating_point(y) or y.numel() == 0:
+            return y
+        r = torch.randint(0, 2, y.shape, generator=self.noise)
+        return y * (1 + ULP[dt] * (2 * r - 1).to(F64))
 
     def dim(self, d):
         return self.sizes[d] if isinstance(d, str) else d
@@ -315,7 +367,7 @@ class Evaluator:
                 return x * 1
             if op == "sum":
                 return x.sum(dim=axes, keepdim=kd)
-            return x.sum(dim=axes, keepdim=kd) / reduced_count(x, axes)
+            return op_mean(x, axes, kd)
         if op in ("softmax", "log_softmax"):
             ax = at.get("axis", -1)
             f = torch.softmax if op == "softmax" else torch.log_softmax
@@ -337,7 +389,7 @@ class Evaluator:
         if op == "unstack":
             return list(torch.unbind(xs[0], dim=at.get("axis", 0)))
         if op == "softmax_cross_entropy":
-            return op_sce(xs[0], xs[1])
+            return op_sce(xs[0], xs[1], dt)
         if op == "one_hot":
             return op_one_hot(xs[0], self.dim(at["depth"]))
         raise ValueError("no torch translation of " + op)
@@ -351,8 +403,8 @@ class Evaluator:
                 return self.plain_op(s, [list(parts)], dt)
 
             def bwd(parts, y, dy):
-                d = torch.unbind(dy, 0)
-                return [d[0], zero(d[1])]
+                # zeros_like(parts[1]): a structural zero, no gradient.
+                return [torch.unbind(dy, 0)[0], None]
             return custom(fwd, bwd, *xs[0])
         body = RULE_BODIES[rule.kind][1]
         operands = xs if rule.arity > 1 else xs[:1]
@@ -366,9 +418,11 @@ class Evaluator:
         def bwd(ins, y, dy):
             grads = body(ins, y, dy)
             if rule.kind == "swap":  # (dz * y, dz * x)
-                grads = [zero(g) if zero_in[1 - i] else g
+                grads = [None if zero_in[1 - i] else g
                          for i, g in enumerate(grads)]
-            return [rnd(g, dt) for g in grads]
+            # None: a structural zero (zeros_like in the rule, or dz * x
+            # of a zero x), which contributes nothing, not even 0 * inf.
+            return [None if g is None else rnd(g, dt) for g in grads]
         return custom(fwd, bwd, *operands)
 
     def stmt(self, f, s, env):
@@ -402,9 +456,12 @@ class Evaluator:
             else:
                 y = torch.zeros_like(y).detach()
         if isinstance(y, list):
-            env[t.name] = [rnd(v, dt) for v in y]
+            env[t.name] = [self.perturb(rnd(v, dt), dt) for v in y]
+        elif t.name in zeros:
+            env[t.name] = rnd(y, dt)
         else:
-            env[t.name] = rnd(y, dt) if t.dt in FLOATS + ("i32",) else y
+            env[t.name] = self.perturb(rnd(y, dt), t.dt) \
+                if t.dt in FLOATS + ("i32",) else y
 
     def grad_call(self, s, env, dt):
         """`let (g0, ...) = f_grad(params, cotangents)`, differentiable
@@ -475,11 +532,17 @@ def to_tensor(value, dt):
     return rnd(torch.tensor(value, dtype=F64), dt)
 
 
-def run_call(prog, call):
+def run_call(prog, call, noise=None):
     """Evaluates a call (gen.Call); returns a list of numpy arrays (one per
-    result line)."""
+    result line). With `noise` (a seed), every float op's result is
+    perturbed by one unit in the last place, up or down at random: the
+    program's own sensitivity to rounding (see conditioning)."""
     f = prog.main
-    ev = Evaluator(prog, call.sizes)
+    gen = None
+    if noise is not None:
+        gen = torch.Generator()
+        gen.manual_seed(noise)
+    ev = Evaluator(prog, call.sizes, gen)
     args = [to_tensor(v, p.dt) for v, p in zip(call.values, f.params)]
     wrt = f.grad_params() if call.grad else []
     for p in wrt:
@@ -504,3 +567,28 @@ def run_call(prog, call):
             grads = [None] * len(inputs)
     return [(g if g is not None else torch.zeros_like(x)).detach().numpy()
             for g, x in zip(grads, inputs)]
+
+
+def conditioning(prog, call, runs=4):
+    """How far each result element moves when every op is rounded one unit
+    in the last place up or down (Monte Carlo arithmetic, `runs` seeds):
+    per result line, a numpy array of the largest move, inf where a
+    perturbed run is not finite where the exact one is. An ill-conditioned
+    program (sin(exp(x)) at large x, 10^exp(exp(x)): the relative
+    condition number is |x f'(x) / f(x)|, in the thousands there) gives
+    two correct implementations results this far apart, whose differences
+    are one rounding here and there (a libm's last bit, a fused op)."""
+    import numpy
+    base = run_call(prog, call)
+    out = [numpy.zeros(numpy.shape(b)) for b in base]
+    for k in range(runs):
+        for i, (b, p) in enumerate(zip(base, run_call(prog, call, k + 1))):
+            b = numpy.asarray(b, dtype=float)
+            p = numpy.asarray(p, dtype=float)
+            with numpy.errstate(invalid="ignore"):
+                move = numpy.abs(p - b)
+            same = (p == b) | (numpy.isnan(p) & numpy.isnan(b))
+            move = numpy.where(same, 0.0, move)
+            move = numpy.where(numpy.isnan(move), numpy.inf, move)
+            out[i] = numpy.maximum(out[i], move)
+    return out

@@ -102,6 +102,7 @@ private:
   // Zero propagation.
   bool resultIsZero(const Op &op) const;
   bool replaceByZeros(Op &op);
+  Value *exactZeroOp(Op &op);
   Value *findZeroOfType(const Op &op, const TensorType &type);
   bool simplifyZerosLike(Op &op);
 
@@ -275,8 +276,9 @@ Value *Simplifier::findZeroOfType(const Op &op, const TensorType &type) {
 }
 
 /// Replaces every result of `op` by a structural zero of its type. When
-/// some result has no zero to stand for it, `op` stays and its results are
-/// recorded as zeros, so that its users still simplify.
+/// some result has no zero to stand for it, `op` stays (made exact by
+/// exactZeroOp) and its results are recorded as zeros, so that its users
+/// still simplify.
 bool Simplifier::replaceByZeros(Op &op) {
   // Check first, so that no zeros_like is made for a rewrite that fails.
   for (Value *r : op.getResults()) {
@@ -286,6 +288,10 @@ bool Simplifier::replaceByZeros(Op &op) {
     auto it = firstOfType.find(r->getType().str());
     if (!hasOperand &&
         (it == firstOfType.end() || it->second.first >= currentIndex)) {
+      if (Value *exact = exactZeroOp(op)) {
+        zeros.insert(exact);
+        return rewriter.replaceOp(op, exact);
+      }
       for (Value *result : op.getResults())
         zeros.insert(result);
       return false;
@@ -300,6 +306,44 @@ bool Simplifier::replaceByZeros(Op &op) {
                                           : findZeroOfType(op, r->getType()));
   }
   return rewriter.replaceOp(op, values);
+}
+
+/// An op that stays although its result is a structural zero must compute
+/// zero at run time too, or a user that simplifies (`z + a` is `a`) and a
+/// user that computes (`exp(z)`) would see different values of z. Most ops
+/// of resultIsZero's table give exactly zero on zero operands, but not
+/// these; each becomes an op on zeros of the same result type:
+///   mean(z) over an empty axis is 0/0 = NaN, max(z) is -inf:  sum(z);
+///   z * a, z @ a are NaN where a is inf or NaN:  z * zeros_like(a);
+///   z / a is NaN where a is 0 or NaN:            z * zeros_like(a).
+/// Null when the op is exact already (or the new op cannot be made).
+Value *Simplifier::exactZeroOp(Op &op) {
+  switch (op.getKind()) {
+  case OpKind::Mean:
+  case OpKind::Max:
+    return rewriter.create1(OpKind::Sum, {op.getOperand(0)}, op.getAttrs(), op);
+  case OpKind::Mul:
+  case OpKind::MatMul:
+  case OpKind::Div: {
+    if (op.getKind() != OpKind::Div && isZero(op.getOperand(0)) &&
+        isZero(op.getOperand(1)))
+      return nullptr;
+    llvm::SmallVector<Value *, 2> operands;
+    for (Value *v : op.getOperands()) {
+      if (!isZero(v)) {
+        v = rewriter.create1(OpKind::ZerosLike, {v}, {}, op);
+        if (!v)
+          return nullptr;
+        zeros.insert(v);
+      }
+      operands.push_back(v);
+    }
+    OpKind kind = op.getKind() == OpKind::Div ? OpKind::Mul : op.getKind();
+    return rewriter.create1(kind, operands, op.getAttrs(), op);
+  }
+  default:
+    return nullptr;
+  }
 }
 
 /// zeros_like(z) of a structural zero is z; otherwise it is a zero and

@@ -37,6 +37,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Analysis/LoopInfo.h"
@@ -2376,10 +2377,15 @@ static bool linkMathLibrary(llvm::Module &module, std::string &error) {
   }
   (*math)->setTargetTriple(module.getTargetTriple());
   (*math)->setDataLayout(module.getDataLayout());
+  // Every function of the library, the entry points and the gradc::
+  // functions that clang left out of line (pow) alike.
+  llvm::StringSet<> library;
   for (llvm::Function &fn : **math) {
     fn.removeFnAttr("target-cpu");
     fn.removeFnAttr("target-features");
     fn.removeFnAttr("tune-cpu");
+    if (!fn.isDeclaration())
+      library.insert(fn.getName());
   }
   if (llvm::Linker::linkModules(module, std::move(*math),
                                 llvm::Linker::LinkOnlyNeeded)) {
@@ -2387,8 +2393,9 @@ static bool linkMathLibrary(llvm::Module &module, std::string &error) {
     return false;
   }
   for (llvm::Function &fn : module)
-    if (!fn.isDeclaration() && fn.getName().starts_with("gradc_math_")) {
+    if (!fn.isDeclaration() && library.contains(fn.getName())) {
       fn.setLinkage(llvm::GlobalValue::InternalLinkage);
+      fn.setComdat(nullptr);
       fn.removeFnAttr(llvm::Attribute::NoInline);
       fn.removeFnAttr(llvm::Attribute::OptimizeNone);
       fn.addFnAttr(llvm::Attribute::AlwaysInline);

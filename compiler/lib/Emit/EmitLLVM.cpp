@@ -44,6 +44,7 @@
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -2352,10 +2353,15 @@ emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
 // gradc/Math.h compiled to bitcode (MathBitcode.cpp, CMakeLists.txt).
 #include "MathBitcode.inc"
 
+/// Calls of the math library that one function may inline (see
+/// linkMathLibrary).
+static constexpr size_t maxInlinedMathCalls = 256;
+
 /// Links the functions of the math library that `module` calls
-/// (gradc_math_*) into it, from the embedded bitcode, and makes them
-/// internal and always inlined: the optimiser then inlines them into the
-/// loops, which vectorise, and an object file needs nothing beyond libc.
+/// (gradc_math_*) into it, from the embedded bitcode, makes them internal
+/// and marks their calls always-inline: the optimiser then inlines them
+/// into the loops, which vectorise, and an object file needs nothing
+/// beyond libc.
 /// The bitcode's CPU attributes are dropped, so that the functions take
 /// the module's target (they were compiled for the generic CPU).
 static bool linkMathLibrary(llvm::Module &module, std::string &error) {
@@ -2398,8 +2404,30 @@ static bool linkMathLibrary(llvm::Module &module, std::string &error) {
       fn.setComdat(nullptr);
       fn.removeFnAttr(llvm::Attribute::NoInline);
       fn.removeFnAttr(llvm::Attribute::OptimizeNone);
-      fn.addFnAttr(llvm::Attribute::AlwaysInline);
+      // The library's own helpers always inline into its entry points;
+      // the entry points inline where the calls below say so.
+      if (!fn.getName().starts_with("gradc_math_"))
+        fn.addFnAttr(llvm::Attribute::AlwaysInline);
     }
+  // Each call of an entry point is inlined, unless its function calls the
+  // library more than maxInlinedMathCalls times: a fused chain of 10,000
+  // sin and tanh inlined is one loop of a million instructions, which
+  // took LLVM 78 s to optimise (test/Emit/compile-time-10k.test), so
+  // there the calls stay calls and compile time stays linear.
+  for (llvm::Function &fn : module) {
+    if (library.contains(fn.getName()))
+      continue;
+    llvm::SmallVector<llvm::CallBase *, 16> calls;
+    for (llvm::Instruction &inst : llvm::instructions(fn))
+      if (auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
+        if (llvm::Function *callee = call->getCalledFunction())
+          if (callee->getName().starts_with("gradc_math_"))
+            calls.push_back(call);
+    bool inlined = calls.size() <= maxInlinedMathCalls;
+    for (llvm::CallBase *call : calls)
+      call->addFnAttr(inlined ? llvm::Attribute::AlwaysInline
+                              : llvm::Attribute::NoInline);
+  }
   return true;
 }
 

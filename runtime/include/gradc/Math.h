@@ -531,10 +531,10 @@ inline float pow(float x, float y) {
 inline double exp(double x) { return std::exp(x); }
 inline double log(double x) { return std::log(x); }
 inline double tanh(double x) { return std::tanh(x); }
+/// As the interpreter and the LLVM backend: e / (1 + e) or 1 / (1 + e).
 inline double sigmoid(double x) {
   double e = std::exp(-std::fabs(x));
-  double r = 1.0 / (1.0 + e);
-  return x < 0.0 ? e * r : r;
+  return (x < 0.0 ? e : 1.0) / (1.0 + e);
 }
 inline double softplus(double x) {
   return (x > 0.0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x)));

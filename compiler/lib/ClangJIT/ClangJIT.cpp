@@ -12,7 +12,7 @@
 //      C++ library are found exactly as the clang++ binary would find them;
 //      `-resource-dir` names LLVM 19's own built-in headers.
 //   3. A CompilerInstance runs an EmitLLVMOnlyAction on that command line
-//      over a virtual file system: the source and gradc/Runtime.h (embedded
+//      over a virtual file system: the source and the runtime headers (embedded
 //      in gradc at build time) live in memory under a directory that does
 //      not exist on disk, layered over the real file system for the system
 //      headers. The action runs Clang's -O2 pipeline and yields the
@@ -65,8 +65,9 @@ using namespace gradc::clangjit;
 #error "GRADC_CLANG_RESOURCE_DIR must name LLVM 19's lib/clang/19"
 #endif
 
-// The bytes of runtime/include/gradc/Runtime.h (EmbedFile.cmake).
-#include "RuntimeHeader.inc"
+// The runtime headers' bytes (EmbedFile.cmake), listed as
+// GRADC_EMBEDDED_HEADERS(X) by compiler/lib/ClangJIT/CMakeLists.txt.
+#include "RuntimeHeaders.inc"
 
 namespace {
 
@@ -91,10 +92,18 @@ const char *const compilerFlags[] = {
     "-DGRADC_NO_SCRATCH_CACHE",
 };
 
-llvm::StringRef embeddedRuntime() {
-  return llvm::StringRef(reinterpret_cast<const char *>(embeddedRuntimeHeader),
-                         sizeof(embeddedRuntimeHeader) - 1);
-}
+/// A header of runtime/include, embedded.
+struct EmbeddedHeader {
+  llvm::StringLiteral path; // relative to the include directory
+  llvm::StringRef text;
+};
+
+#define GRADC_EMBEDDED_ENTRY(PATH, ARRAY)                                      \
+  {PATH,                                                                       \
+   llvm::StringRef(reinterpret_cast<const char *>(ARRAY), sizeof(ARRAY) - 1)},
+const EmbeddedHeader embeddedHeaders[] = {
+    GRADC_EMBEDDED_HEADERS(GRADC_EMBEDDED_ENTRY)};
+#undef GRADC_EMBEDDED_ENTRY
 
 /// A path as the user should read it: relative to the virtual directory.
 llvm::StringRef displayPath(llvm::StringRef path) {
@@ -128,7 +137,7 @@ public:
       // machine lacks a C++ standard library, which is no bug of gradc.
       missingStandardHeader =
           info.getID() == clang::diag::err_pp_file_not_found &&
-          llvm::StringRef(where).starts_with("gradc/Runtime.h:");
+          llvm::StringRef(where).starts_with("gradc/");
     }
   }
 
@@ -371,13 +380,14 @@ clangjit::compileSource(llvm::StringRef source, llvm::StringRef mainPathRef,
 
   // The source and the runtime in memory, over the real file system.
   std::string mainPath = mainPathRef.str();
-  std::string runtimePath = (virtualIncludeDir + "/gradc/Runtime.h").str();
   auto memory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
   memory->addFile(mainPath, 0,
                   llvm::MemoryBuffer::getMemBuffer(source, mainPath));
-  memory->addFile(
-      runtimePath, 0,
-      llvm::MemoryBuffer::getMemBuffer(embeddedRuntime(), runtimePath));
+  for (const EmbeddedHeader &header : embeddedHeaders) {
+    std::string path = (virtualIncludeDir + "/" + header.path).str();
+    memory->addFile(path, 0,
+                    llvm::MemoryBuffer::getMemBuffer(header.text, path));
+  }
   auto fs = llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(
       llvm::vfs::getRealFileSystem());
   fs->pushOverlay(memory);

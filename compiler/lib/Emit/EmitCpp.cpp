@@ -1230,9 +1230,9 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
   case OpKind::Sign:
     return fn1("gradc::sign");
   case OpKind::Sin:
-    return fn1("std::sin");
+    return fn1("gradc::sin");
   case OpKind::Cos:
-    return fn1("std::cos");
+    return fn1("gradc::cos");
   case OpKind::Tanh:
     return fn1("gradc::tanh");
   case OpKind::Sigmoid:
@@ -1258,8 +1258,8 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
     }
     return binary("/", a[0], a[1]);
   case OpKind::Pow: {
-    // Small constant exponents are multiplications, exactly as pow
-    // computes them; anything else calls std::pow.
+    // Small constant exponents are multiplications, exactly as
+    // gradc::pow computes them; anything else calls it.
     const ir::Op *e = op.getOperand(1)->getDefiningOp();
     if (e && isSplatConstant(*e) &&
         info[op.getOperand(1)].storage == Storage::Inline) {
@@ -1270,7 +1270,7 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
         return isLeaf(a[0]) ? binary("*", a[0], a[0])
                             : call("gradc::square", {a[0]});
     }
-    return call("std::pow", a);
+    return call("gradc::pow", a);
   }
   case OpKind::Maximum:
     return call("gradc::maximum", a);

@@ -11,6 +11,7 @@
 
 #include "gradc/Emit/EmitHeader.h"
 
+#include "gradc/ABI.h"
 #include "gradc/Emit/Mangle.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -191,13 +192,12 @@ void emit::emitHeader(const ir::Module &module, const EmitOptions &options,
      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
      << "#include <stdint.h>\n\n"
      << "#ifndef GRADC_STATUS_CODES\n"
-     << "#define GRADC_STATUS_CODES\n"
-     << "#define GRADC_OK 0\n"
-     << "#define GRADC_ERROR_SIZE 1\n"
-     << "#define GRADC_ERROR_INDEX 2\n"
-     << "#define GRADC_ERROR_DIV_ZERO 3\n"
-     << "#define GRADC_ERROR_ALLOC 4\n"
-     << "#endif\n\n"
+     << "#define GRADC_STATUS_CODES\n";
+  // The codes of gradc/ABI.h, printed so that C callers need no header.
+#define GRADC_PRINT_STATUS(NAME, VALUE) os << "#define " #NAME " " #VALUE "\n";
+  GRADC_STATUS_LIST(GRADC_PRINT_STATUS)
+#undef GRADC_PRINT_STATUS
+  os << "#endif\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
   for (const ir::Function *f : exported) {
     os << "\n";

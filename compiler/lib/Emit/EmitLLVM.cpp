@@ -28,8 +28,8 @@
 
 #include "gradc/Emit/EmitLLVM.h"
 
+#include "gradc/ABI.h"
 #include "gradc/Basic/Timing.h"
-
 #include "gradc/Emit/FusionDepth.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
@@ -38,16 +38,20 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Analysis/LoopInfo.h"
+#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -69,13 +73,13 @@ using namespace gradc::emit;
 
 namespace {
 
-/// The status codes of docs/ABI.md.
+/// The status codes of docs/ABI.md (gradc/ABI.h).
 enum Status : int32_t {
-  StatusOk = 0,
-  StatusSize = 1,
-  StatusIndex = 2,
-  StatusDivZero = 3,
-  StatusAlloc = 4,
+  StatusOk = GRADC_OK,
+  StatusSize = GRADC_ERROR_SIZE,
+  StatusIndex = GRADC_ERROR_INDEX,
+  StatusDivZero = GRADC_ERROR_DIV_ZERO,
+  StatusAlloc = GRADC_ERROR_ALLOC,
 };
 
 /// Temporaries of at most this many bytes, with a size known at compile
@@ -122,6 +126,31 @@ bool isFusingReduction(OpKind kind) {
   return kind == OpKind::Sum || kind == OpKind::Mean || kind == OpKind::Max;
 }
 
+/// The f32 function of gradc/Math.h behind an elementwise op, as named in
+/// MathBitcode.cpp (gradc_math_NAME_f32), or null.
+const char *mathLibraryName(OpKind kind) {
+  switch (kind) {
+  case OpKind::Exp:
+    return "exp";
+  case OpKind::Log:
+    return "log";
+  case OpKind::Sin:
+    return "sin";
+  case OpKind::Cos:
+    return "cos";
+  case OpKind::Tanh:
+    return "tanh";
+  case OpKind::Sigmoid:
+    return "sigmoid";
+  case OpKind::Softplus:
+    return "softplus";
+  case OpKind::Pow:
+    return "pow";
+  default:
+    return nullptr;
+  }
+}
+
 bool sameShape(const TensorType &a, const TensorType &b) {
   return a.shape == b.shape;
 }
@@ -153,6 +182,9 @@ public:
   llvm::FunctionCallee getLibm(llvm::StringRef name, llvm::Type *type);
   /// A libm function of two arguments (`pow`).
   llvm::FunctionCallee getLibm2(llvm::StringRef name, llvm::Type *type);
+  /// gradc_math_NAME_f32 of the math library, f32 to f32 with `arity`
+  /// arguments; linkMathLibrary supplies its body.
+  llvm::FunctionCallee getMathFunction(llvm::StringRef name, unsigned arity);
   /// cblas_sgemm (f32) or cblas_dgemm (f64), row-major, LP64 (`int`
   /// sizes), as OpenBLAS declares them.
   llvm::FunctionCallee getGemm(DType t);
@@ -989,12 +1021,19 @@ llvm::Value *FunctionLowering::scalarOp(const ir::Op &op,
 }
 
 /// Float elementwise ops with the interpreter's arithmetic: + - * /, sqrt
-/// and comparisons are exact in float, so they run in float; every other
-/// function of an f32 runs in double (the same libm functions that the
-/// interpreter calls) and rounds once, so both backends agree bit for bit.
+/// and comparisons are exact in float, so they run in float; the f32
+/// functions exp, log, sin, cos, tanh, sigmoid, softplus and pow call
+/// gradc/Math.h's, linked as bitcode (linkMathLibrary), which the
+/// interpreter and the C++ backend call too; f64 calls libm as the
+/// interpreter does. So the three agree bit for bit.
 llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
                                        llvm::ArrayRef<llvm::Value *> args) {
   llvm::Value *x = args[0];
+  if (t == DType::F32) {
+    if (const char *name = mathLibraryName(kind))
+      return b.CreateCall(ml.getMathFunction(name, unsigned(args.size())),
+                          args);
+  }
   llvm::Value *zero = constantElement(t, 0), *one = constantElement(t, 1);
   switch (kind) {
   case OpKind::Neg:
@@ -2094,6 +2133,15 @@ llvm::FunctionCallee ModuleLowering::getLibm2(llvm::StringRef name,
       name, llvm::FunctionType::get(type, {type, type}, false));
 }
 
+llvm::FunctionCallee ModuleLowering::getMathFunction(llvm::StringRef name,
+                                                     unsigned arity) {
+  llvm::Type *f32 = llvm::Type::getFloatTy(ctx);
+  llvm::SmallVector<llvm::Type *, 2> params(arity, f32);
+  return llvmModule.getOrInsertFunction(
+      ("gradc_math_" + name + "_f32").str(),
+      llvm::FunctionType::get(f32, params, false));
+}
+
 /// The C type of a scalar parameter passed by value.
 static llvm::Type *scalarParamType(llvm::LLVMContext &ctx, DType t) {
   switch (t) {
@@ -2303,6 +2351,87 @@ emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
   return tm;
 }
 
+// gradc/Math.h compiled to bitcode (MathBitcode.cpp, CMakeLists.txt).
+#include "MathBitcode.inc"
+
+/// Calls of the math library that one function may inline (see
+/// linkMathLibrary).
+static constexpr size_t maxInlinedMathCalls = 256;
+
+/// Links the functions of the math library that `module` calls
+/// (gradc_math_*) into it, from the embedded bitcode, makes them internal
+/// and marks their calls always-inline: the optimiser then inlines them
+/// into the loops, which vectorise, and an object file needs nothing
+/// beyond libc.
+/// The bitcode's CPU attributes are dropped, so that the functions take
+/// the module's target (they were compiled for the generic CPU).
+static bool linkMathLibrary(llvm::Module &module, std::string &error) {
+  bool used = false;
+  for (const llvm::Function &fn : module)
+    used |= fn.isDeclaration() && fn.getName().starts_with("gradc_math_");
+  if (!used)
+    return true;
+  llvm::MemoryBufferRef buffer(
+      llvm::StringRef(reinterpret_cast<const char *>(embeddedMathBitcode),
+                      sizeof(embeddedMathBitcode) - 1),
+      "gradc-math.bc");
+  llvm::Expected<std::unique_ptr<llvm::Module>> math =
+      llvm::parseBitcodeFile(buffer, module.getContext());
+  if (!math) {
+    error = "internal error: the embedded math bitcode does not load: " +
+            llvm::toString(math.takeError());
+    return false;
+  }
+  (*math)->setTargetTriple(module.getTargetTriple());
+  (*math)->setDataLayout(module.getDataLayout());
+  // Every function of the library, the entry points and the gradc::
+  // functions that clang left out of line (pow) alike.
+  llvm::StringSet<> library;
+  for (llvm::Function &fn : **math) {
+    fn.removeFnAttr("target-cpu");
+    fn.removeFnAttr("target-features");
+    fn.removeFnAttr("tune-cpu");
+    if (!fn.isDeclaration())
+      library.insert(fn.getName());
+  }
+  if (llvm::Linker::linkModules(module, std::move(*math),
+                                llvm::Linker::LinkOnlyNeeded)) {
+    error = "internal error: the math bitcode does not link";
+    return false;
+  }
+  for (llvm::Function &fn : module)
+    if (!fn.isDeclaration() && library.contains(fn.getName())) {
+      fn.setLinkage(llvm::GlobalValue::InternalLinkage);
+      fn.setComdat(nullptr);
+      fn.removeFnAttr(llvm::Attribute::NoInline);
+      fn.removeFnAttr(llvm::Attribute::OptimizeNone);
+      // The library's own helpers always inline into its entry points;
+      // the entry points inline where the calls below say so.
+      if (!fn.getName().starts_with("gradc_math_"))
+        fn.addFnAttr(llvm::Attribute::AlwaysInline);
+    }
+  // Each call of an entry point is inlined, unless its function calls the
+  // library more than maxInlinedMathCalls times: a fused chain of 10,000
+  // sin and tanh inlined is one loop of a million instructions, which
+  // took LLVM 78 s to optimise (test/Emit/compile-time-10k.test), so
+  // there the calls stay calls and compile time stays linear.
+  for (llvm::Function &fn : module) {
+    if (library.contains(fn.getName()))
+      continue;
+    llvm::SmallVector<llvm::CallBase *, 16> calls;
+    for (llvm::Instruction &inst : llvm::instructions(fn))
+      if (auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
+        if (llvm::Function *callee = call->getCalledFunction())
+          if (callee->getName().starts_with("gradc_math_"))
+            calls.push_back(call);
+    bool inlined = calls.size() <= maxInlinedMathCalls;
+    for (llvm::CallBase *call : calls)
+      call->addFnAttr(inlined ? llvm::Attribute::AlwaysInline
+                              : llvm::Attribute::NoInline);
+  }
+  return true;
+}
+
 std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
                                                 llvm::LLVMContext &ctx,
                                                 llvm::TargetMachine &tm,
@@ -2314,6 +2443,8 @@ std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
   if (!module.sourceName.empty())
     llvmModule->setSourceFileName(module.sourceName);
   ModuleLowering(module, *llvmModule, options).run();
+  if (!linkMathLibrary(*llvmModule, error))
+    return nullptr;
   llvm::raw_string_ostream os(error);
   if (llvm::verifyModule(*llvmModule, &os)) {
     error =

@@ -7,7 +7,10 @@
 //  - Every op computes in double and rounds each result element to its
 //    element type once (roundToDType). For f32 `+ - * /` and sqrt this is
 //    exactly IEEE float arithmetic, since double carries more than twice
-//    float's precision.
+//    float's precision. The f32 functions exp, log, sin, cos, tanh,
+//    sigmoid, softplus and pow are gradc/Math.h's, which both backends
+//    call, so that all three agree bit for bit (docs/Math.md); f64 ones
+//    are libm's.
 //  - i32 arithmetic is done in 64-bit unsigned integers and wrapped to 32
 //    bits, so it never overflows in C++; division truncates toward zero and
 //    dividing by zero is a run-time error.
@@ -27,6 +30,7 @@
 #include "gradc/IR/Interpreter.h"
 
 #include "gradc/IR/Printer.h"
+#include "gradc/Math.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -101,7 +105,45 @@ double sigmoid(double x) {
   return e / (1 + e);
 }
 
-double unaryValue(OpKind kind, double x, bool isInt) {
+/// An f32 function of gradc/Math.h, the one implementation that the C++
+/// and LLVM backends call too, at one f32 element (held in a double, as
+/// every value here), or false when `kind` has none.
+bool mathF32Value(OpKind kind, double xd, double yd, double &out) {
+  float x = static_cast<float>(xd), y = static_cast<float>(yd);
+  switch (kind) {
+  case OpKind::Exp:
+    out = gradc::exp(x);
+    return true;
+  case OpKind::Log:
+    out = gradc::log(x);
+    return true;
+  case OpKind::Sin:
+    out = gradc::sin(x);
+    return true;
+  case OpKind::Cos:
+    out = gradc::cos(x);
+    return true;
+  case OpKind::Tanh:
+    out = gradc::tanh(x);
+    return true;
+  case OpKind::Sigmoid:
+    out = gradc::sigmoid(x);
+    return true;
+  case OpKind::Softplus:
+    out = gradc::softplus(x);
+    return true;
+  case OpKind::Pow:
+    out = gradc::pow(x, y);
+    return true;
+  default:
+    return false;
+  }
+}
+
+double unaryValue(OpKind kind, double x, bool isInt, bool isF32) {
+  double math;
+  if (isF32 && mathF32Value(kind, x, 0, math))
+    return math;
   switch (kind) {
   case OpKind::Identity:
   case OpKind::StopGradient:
@@ -192,7 +234,10 @@ bool isBinary(OpKind kind) {
 }
 
 /// One element of a binary op; false only for an i32 division by zero.
-bool binaryValue(OpKind kind, double a, double b, bool isInt, double &out) {
+bool binaryValue(OpKind kind, double a, double b, bool isInt, bool isF32,
+                 double &out) {
+  if (isF32 && mathF32Value(kind, a, b, out))
+    return true;
   switch (kind) {
   case OpKind::Add:
     out = isInt ? wrap32(asU64(a) + asU64(b)) : a + b;
@@ -656,10 +701,10 @@ private:
     out.resize(1);
     if (!make(c, resultDType(c), x.shape, out[0]))
       return false;
-    bool isInt = x.dtype == DType::I32;
+    bool isInt = x.dtype == DType::I32, isF32 = x.dtype == DType::F32;
     for (size_t i = 0; i < x.data.size(); ++i)
       out[0].data[i] = roundToDType(
-          out[0].dtype, unaryValue(c.op.getKind(), x.data[i], isInt));
+          out[0].dtype, unaryValue(c.op.getKind(), x.data[i], isInt, isF32));
     return true;
   }
 
@@ -676,7 +721,7 @@ private:
     Tensor &z = out[0];
     if (!make(c, resultDType(c), shape, z))
       return false;
-    bool isInt = x.dtype == DType::I32;
+    bool isInt = x.dtype == DType::I32, isF32 = x.dtype == DType::F32;
     bool divByZero = false;
     stridedLoop(
         shape,
@@ -684,7 +729,7 @@ private:
         [&](int64_t i, llvm::ArrayRef<int64_t> at) {
           double v = 0;
           if (!binaryValue(c.op.getKind(), x.data[at[0]], y.data[at[1]], isInt,
-                           v))
+                           isF32, v))
             divByZero = true;
           z.data[i] = roundToDType(z.dtype, v);
         });

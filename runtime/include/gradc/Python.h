@@ -31,19 +31,14 @@
 #include <string>
 #include <vector>
 
-#ifndef GRADC_STATUS_CODES
-#define GRADC_STATUS_CODES
-#define GRADC_OK 0
-#define GRADC_ERROR_SIZE 1
-#define GRADC_ERROR_INDEX 2
-#define GRADC_ERROR_DIV_ZERO 3
-#define GRADC_ERROR_ALLOC 4
-#endif
+#include "gradc/ABI.h"
 
 namespace gradc::python {
 namespace {
 
-enum class DType { F32, F64, I32, Bool };
+using abi::DType;
+using abi::dtypeName;
+using abi::numpyName;
 
 /// A parameter or result of a wrapped function. `dims[d]` is a known size
 /// when >= 0, and size name `-1 - dims[d]` of the function otherwise.
@@ -66,34 +61,6 @@ struct Function {
   int numOutputs;
   const Tensor *outputs;
 };
-
-inline const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::F64:
-    return "f64";
-  case DType::I32:
-    return "i32";
-  case DType::Bool:
-    return "bool";
-  }
-  return "?";
-}
-
-inline const char *numpyName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "float32";
-  case DType::F64:
-    return "float64";
-  case DType::I32:
-    return "int32";
-  case DType::Bool:
-    return "bool";
-  }
-  return "?";
-}
 
 /// The gradc type of a buffer's elements, or false for any other.
 inline bool dtypeOfFormat(const Py_buffer &view, DType &t) {

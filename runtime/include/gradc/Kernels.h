@@ -1,0 +1,573 @@
+//===- Kernels.h - The library kernels of generated C++ ---------*- C++ -*-===//
+//
+// The parts of the C++ backend's runtime that are not scalar math:
+//
+//   - `TensorView`, the (data, shape) pair through which C++ callers pass
+//     tensors, and the size checks of generated functions;
+//   - `Buffer`, the owner of a temporary, returned to a per-thread scratch
+//     cache when the generated function returns;
+//   - the kernels that are not worth generating inline: a cache-blocked
+//     matmul (or, with -DGRADC_USE_BLAS, CBLAS above a size), softmax,
+//     log_softmax and logsumexp along one axis, softmax cross-entropy and
+//     one_hot.
+//
+// The one state is per thread: the scratch cache that keeps the large
+// temporaries of generated functions for the next call on the same thread
+// (detail::ScratchCache). Every function is re-entrant and thread-safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GRADC_KERNELS_H
+#define GRADC_KERNELS_H
+
+#include "gradc/ABI.h"
+#include "gradc/Math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+
+#ifdef GRADC_USE_BLAS
+#include <cblas.h>
+#endif
+
+// Generated code marks pointers that never alias (the ABI forbids outputs
+// to overlap inputs), which lets compilers vectorise without run-time
+// overlap checks.
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADC_RESTRICT __restrict__
+#else
+#define GRADC_RESTRICT
+#endif
+
+// Forces inlining of a small entry point. gradc::matmul needs it: when a
+// loop of generated code fills its operand and the loop may run zero times,
+// GCC 12 warns (-Wmaybe-uninitialized) that a possibly uninitialised buffer
+// is passed to a `const T *` parameter of a call it does not inline, though
+// matmul reads nothing when a size is 0. Inlined, GCC sees that guard.
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADC_ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define GRADC_ALWAYS_INLINE inline
+#endif
+
+namespace gradc {
+
+//===----------------------------------------------------------------------===//
+// Tensor views and size checks
+//===----------------------------------------------------------------------===//
+
+/// A tensor that the caller owns: a pointer to its first element
+/// (contiguous, row-major) and its shape. `TensorView<const float>` is an
+/// input, `TensorView<float>` an output.
+template <typename T> class TensorView {
+public:
+  static constexpr int maxRank = 8;
+
+  TensorView() = default;
+  /// `shape` lists the dimensions; a view with more than maxRank
+  /// dimensions or a negative one is invalid (every size check fails).
+  TensorView(T *data, std::initializer_list<int64_t> shape) : ptr(data) {
+    if (shape.size() > static_cast<size_t>(maxRank)) {
+      rankValue = -1;
+      return;
+    }
+    for (int64_t d : shape) {
+      if (d < 0)
+        rankValue = -1;
+      if (rankValue >= 0)
+        dims[rankValue++] = d;
+    }
+  }
+  /// A view of mutable data converts to a view of const data.
+  template <typename U>
+  TensorView(const TensorView<U> &other) : ptr(other.data()) {
+    rankValue = other.rank();
+    for (int i = 0; i < rankValue; ++i)
+      dims[i] = other.dim(i);
+  }
+
+  T *data() const { return ptr; }
+  /// The number of dimensions, or -1 for an invalid view.
+  int rank() const { return rankValue; }
+  int64_t dim(int i) const { return dims[i]; }
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int i = 0; i < rankValue; ++i)
+      n *= dims[i];
+    return n;
+  }
+
+private:
+  T *ptr = nullptr;
+  int rankValue = 0;
+  int64_t dims[maxRank] = {};
+};
+
+/// Binds a size name to `dim` the first time (`size` < 0 means unbound)
+/// and checks it agrees afterwards.
+inline bool bindSize(int64_t &size, int64_t dim) {
+  if (size < 0)
+    size = dim;
+  return size == dim;
+}
+
+/// Whether the product of `factors` (non-negative sizes) exceeds INT64_MAX,
+/// so that no tensor with those dimensions exists and index arithmetic
+/// over it would wrap. A factor 0 makes the product 0, whatever the
+/// others. Generated functions check the element count of every tensor
+/// they touch with it before anything else (GRADC_ERROR_SIZE).
+inline bool countOverflows(std::initializer_list<int64_t> factors) {
+  for (int64_t f : factors)
+    if (f == 0)
+      return false;
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (product > std::numeric_limits<int64_t>::max() / f)
+      return true;
+    product *= f;
+  }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Temporaries
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+/// The blocks of scratch memory that generated functions returned on this
+/// thread, kept for the next call (docs/ABI.md, "Temporaries"). Without it
+/// every call of a gradient with large temporaries maps fresh pages from
+/// the kernel (glibc serves large blocks with mmap) and faults them in:
+/// about a quarter of K2's gradient (docs/Performance.md). Only blocks of
+/// at least `minBytes` are kept (smaller ones are cheap to malloc), at
+/// most `slots` of them and `maxBytes` in all; the thread's exit frees
+/// them. Define GRADC_NO_SCRATCH_CACHE to allocate and free every time.
+class ScratchCache {
+public:
+  static constexpr size_t minBytes = size_t(64) << 10;
+  static constexpr size_t maxBytes = size_t(512) << 20;
+  static constexpr int slots = 16;
+
+  ScratchCache() = default;
+  ScratchCache(const ScratchCache &) = delete;
+  ScratchCache &operator=(const ScratchCache &) = delete;
+  ~ScratchCache() {
+    for (int i = 0; i < count; ++i)
+      std::free(blocks[i].ptr);
+  }
+
+  /// The smallest kept block of at least `bytes` (its size in `capacity`),
+  /// or a new one; null when malloc fails.
+  void *take(size_t bytes, size_t &capacity) {
+    int best = -1;
+    for (int i = 0; i < count; ++i)
+      if (blocks[i].bytes >= bytes &&
+          (best < 0 || blocks[i].bytes < blocks[best].bytes))
+        best = i;
+    if (best < 0) {
+      capacity = bytes;
+      return std::malloc(bytes);
+    }
+    Block b = blocks[best];
+    blocks[best] = blocks[--count];
+    kept -= b.bytes;
+    capacity = b.bytes;
+    return b.ptr;
+  }
+
+  /// Keeps the block for a later `take`, or frees it when it is small or
+  /// there is no room.
+  void give(void *ptr, size_t bytes) {
+    if (bytes < minBytes || count == slots || kept + bytes > maxBytes) {
+      std::free(ptr);
+      return;
+    }
+    blocks[count++] = {ptr, bytes};
+    kept += bytes;
+  }
+
+  /// The bytes kept now (for tests).
+  size_t keptBytes() const { return kept; }
+
+  static ScratchCache &forThisThread() {
+    thread_local ScratchCache cache;
+    return cache;
+  }
+
+private:
+  struct Block {
+    void *ptr;
+    size_t bytes;
+  };
+  Block blocks[slots] = {};
+  int count = 0;
+  size_t kept = 0;
+};
+
+inline void *scratchTake(size_t bytes, size_t &capacity) {
+#ifdef GRADC_NO_SCRATCH_CACHE
+  capacity = bytes;
+  return std::malloc(bytes);
+#else
+  if (bytes < ScratchCache::minBytes) {
+    capacity = bytes;
+    return std::malloc(bytes);
+  }
+  return ScratchCache::forThisThread().take(bytes, capacity);
+#endif
+}
+
+inline void scratchGive(void *ptr, size_t capacity) {
+#ifdef GRADC_NO_SCRATCH_CACHE
+  (void)capacity;
+  std::free(ptr);
+#else
+  if (!ptr)
+    return;
+  if (capacity < ScratchCache::minBytes) {
+    std::free(ptr);
+    return;
+  }
+  ScratchCache::forThisThread().give(ptr, capacity);
+#endif
+}
+
+} // namespace detail
+
+/// Memory for `count` elements, returned by the destructor to this
+/// thread's scratch cache (detail::ScratchCache), which keeps large blocks
+/// for the next call. A Buffer of zero elements holds no memory and is
+/// valid. Check `operator bool` after construction: it is false when the
+/// allocation failed.
+template <typename T> class Buffer {
+public:
+  explicit Buffer(int64_t count) {
+    if (count <= 0)
+      return;
+    // Objects larger than PTRDIFF_MAX bytes cannot exist.
+    const uint64_t maxCount =
+        static_cast<uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) /
+        sizeof(T);
+    if (static_cast<uint64_t>(count) > maxCount) {
+      failed = true;
+      return;
+    }
+    ptr = static_cast<T *>(
+        detail::scratchTake(static_cast<size_t>(count) * sizeof(T), capacity));
+    failed = ptr == nullptr;
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer() { detail::scratchGive(ptr, capacity); }
+
+  explicit operator bool() const { return !failed; }
+  T *data() const { return ptr; }
+
+private:
+  T *ptr = nullptr;
+  size_t capacity = 0;
+  bool failed = false;
+};
+
+//===----------------------------------------------------------------------===//
+// Matrix product
+//===----------------------------------------------------------------------===//
+
+// GCC's -O3 loop analysis warns (-Waggressive-loop-optimizations) that
+// some iteration of these kernels' loops would overflow an index, for trip
+// counts no real tensor reaches; the kernels are otherwise warning-free.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
+#endif
+
+/// Whether a matmul operand is read as stored or transposed.
+enum Transpose : bool { NoTranspose = false, Transposed = true };
+
+namespace detail {
+
+template <typename T> struct Accumulator {
+  using type = T;
+};
+// i32 products wrap: accumulate in uint32_t, where overflow is defined.
+template <> struct Accumulator<int32_t> {
+  using type = uint32_t;
+};
+
+/// c[i, j0 + j] += sum_p op(a)[i, p0 + p] panel[p, j] for rows [i0, i1)
+/// and columns [j, jEnd) of a panel: the simple loop for the edges.
+template <typename T, typename Acc>
+void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
+               const Acc *GRADC_RESTRICT panel, T *GRADC_RESTRICT c, int64_t m,
+               int64_t n, int64_t k, int64_t i0, int64_t i1, int64_t j0,
+               int64_t jBegin, int64_t jEnd, int64_t p0, int64_t kb,
+               int64_t nb) {
+  for (int64_t i = i0; i < i1; ++i) {
+    T *GRADC_RESTRICT ci = c + i * n + j0;
+    for (int64_t p = 0; p < kb; ++p) {
+      Acc aip = static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
+      const Acc *bp = panel + p * nb;
+      for (int64_t j = jBegin; j < jEnd; ++j)
+        ci[j] = static_cast<T>(static_cast<Acc>(ci[j]) + aip * bp[j]);
+    }
+  }
+}
+
+/// The portable kernel, c[m, n] += op(a)[m, k] op(b)[k, n]. b is copied a
+/// panel (kBlock x nBlock) at a time into row-major order (transposing it
+/// if asked), which keeps it in cache; then blocks of 4 rows x 16 columns
+/// of c accumulate in registers over the whole panel (the innermost loops
+/// have constant trip counts, so compilers unroll and vectorise them).
+template <typename T>
+void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
+                    const T *GRADC_RESTRICT b, Transpose tb,
+                    T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
+  using Acc = typename Accumulator<T>::type;
+  constexpr int64_t kBlock = 64, nBlock = 128, rows = 4, cols = 16;
+  Acc panel[kBlock * nBlock];
+  for (int64_t j0 = 0; j0 < n; j0 += nBlock) {
+    int64_t nb = std::min(nBlock, n - j0);
+    int64_t nbFull = nb - nb % cols;
+    for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
+      int64_t kb = std::min(kBlock, k - p0);
+      for (int64_t p = 0; p < kb; ++p)
+        for (int64_t j = 0; j < nb; ++j)
+          panel[p * nb + j] = static_cast<Acc>(tb ? b[(j0 + j) * k + p0 + p]
+                                                  : b[(p0 + p) * n + j0 + j]);
+      int64_t i = 0;
+      for (; i + rows <= m; i += rows) {
+        for (int64_t j = 0; j < nbFull; j += cols) {
+          Acc acc[rows][cols] = {};
+          for (int64_t p = 0; p < kb; ++p) {
+            const Acc *bp = panel + p * nb + j;
+            for (int64_t r = 0; r < rows; ++r) {
+              Acc air = static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
+                                            : a[(i + r) * k + p0 + p]);
+              for (int64_t q = 0; q < cols; ++q)
+                acc[r][q] += air * bp[q];
+            }
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            T *GRADC_RESTRICT cr = c + (i + r) * n + j0 + j;
+            for (int64_t q = 0; q < cols; ++q)
+              cr[q] = static_cast<T>(static_cast<Acc>(cr[q]) + acc[r][q]);
+          }
+        }
+        panelRows(a, ta, panel, c, m, n, k, i, i + rows, j0, nbFull, nb, p0, kb,
+                  nb);
+      }
+      panelRows(a, ta, panel, c, m, n, k, i, m, j0, 0, nb, p0, kb, nb);
+    }
+  }
+}
+
+/// c[m] (+)= a[m, k] b[k]: one dot product per row, with eight partial
+/// sums so that the loop vectorises without reassociating.
+template <typename T>
+void matvec(const T *GRADC_RESTRICT a, const T *GRADC_RESTRICT b,
+            T *GRADC_RESTRICT c, int64_t m, int64_t k) {
+  using Acc = typename Accumulator<T>::type;
+  for (int64_t i = 0; i < m; ++i) {
+    const T *ai = a + i * k;
+    Acc partial[8] = {};
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8)
+      for (int q = 0; q < 8; ++q)
+        partial[q] += static_cast<Acc>(ai[p + q]) * static_cast<Acc>(b[p + q]);
+    for (; p < k; ++p)
+      partial[0] += static_cast<Acc>(ai[p]) * static_cast<Acc>(b[p]);
+    Acc sum = static_cast<Acc>(c[i]);
+    for (int q = 0; q < 8; ++q)
+      sum += partial[q];
+    c[i] = static_cast<T>(sum);
+  }
+}
+
+} // namespace detail
+
+/// c[m, n] = op(a)[m, k] @ op(b)[k, n], row-major, where op transposes
+/// when asked: a transposed `a` is stored [k, m], a transposed `b` [n, k].
+/// With `accumulate`, adds to c instead of overwriting it.
+template <typename T>
+GRADC_ALWAYS_INLINE void matmul(const T *a, Transpose ta, const T *b,
+                                Transpose tb, T *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
+  if (!accumulate)
+    std::fill(c, c + m * n, T(0));
+  if (m == 0 || n == 0 || k == 0)
+    return;
+  if (n == 1 && !ta) {
+    // A matrix-vector product; b is k contiguous elements either way.
+    detail::matvec(a, b, c, m, k);
+    return;
+  }
+  detail::matmulPortable(a, ta, b, tb, c, m, n, k);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#ifdef GRADC_USE_BLAS
+/// Below this many multiply-adds (m n k) a CBLAS call costs more than the
+/// product itself (a 4x4 matrix-vector product takes about 6x longer
+/// through cblas_sgemm than inline), so the inline kernel runs instead.
+constexpr int64_t blasMinWork = 32 * 32 * 32;
+
+// Always inlined, like the portable entry point: with the sizes known at
+// the call (K4's 4x4), the size test folds and the inline kernel is
+// specialised to them; a call through here would cost 5x the product.
+GRADC_ALWAYS_INLINE void matmul(const float *a, Transpose ta, const float *b,
+                                Transpose tb, float *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
+  if (m * n * k < blasMinWork) {
+    matmul<float>(a, ta, b, tb, c, m, n, k, accumulate);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n),
+              accumulate ? 1.0f : 0.0f, c, static_cast<int>(n));
+}
+GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta, const double *b,
+                                Transpose tb, double *c, int64_t m, int64_t n,
+                                int64_t k, bool accumulate = false) {
+  if (m * n * k < blasMinWork) {
+    matmul<double>(a, ta, b, tb, c, m, n, k, accumulate);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n),
+              accumulate ? 1.0 : 0.0, c, static_cast<int>(n));
+}
+#endif
+
+//===----------------------------------------------------------------------===//
+// Normalisations along one axis
+//
+// A tensor seen as [outer, n, inner] with the axis in the middle: element
+// (o, a, i) is at (o * n + a) * inner + i.
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+/// f32 sums accumulate in double (a float accumulator stops growing at
+/// 2^24); f64 in double.
+template <typename T> struct SumOf {
+  using type = T;
+};
+template <> struct SumOf<float> {
+  using type = double;
+};
+} // namespace detail
+
+/// y = x - logsumexp(x) along the axis, computed stably (max subtracted).
+template <typename T>
+void logSoftmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
+                int64_t n, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T *xs = x + o * n * inner + i;
+      T *ys = y + o * n * inner + i;
+      T top = -std::numeric_limits<T>::infinity();
+      for (int64_t a = 0; a < n; ++a)
+        top = gradc::maximum(top, xs[a * inner]);
+      if (top == -std::numeric_limits<T>::infinity())
+        top = T(0); // every entry -inf: keep -inf - (-inf) from being NaN
+      typename detail::SumOf<T>::type sum = 0;
+      for (int64_t a = 0; a < n; ++a)
+        sum += gradc::exp(xs[a * inner] - top);
+      T shift = top + gradc::log(static_cast<T>(sum));
+      for (int64_t a = 0; a < n; ++a)
+        ys[a * inner] = xs[a * inner] - shift;
+    }
+  }
+}
+
+/// y = e^x / sum(e^x) along the axis, computed stably.
+template <typename T>
+void softmax(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
+             int64_t n, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T *xs = x + o * n * inner + i;
+      T *ys = y + o * n * inner + i;
+      T top = -std::numeric_limits<T>::infinity();
+      for (int64_t a = 0; a < n; ++a)
+        top = gradc::maximum(top, xs[a * inner]);
+      if (top == -std::numeric_limits<T>::infinity())
+        top = T(0);
+      typename detail::SumOf<T>::type sum = 0;
+      for (int64_t a = 0; a < n; ++a) {
+        ys[a * inner] = gradc::exp(xs[a * inner] - top);
+        sum += ys[a * inner];
+      }
+      T scale = static_cast<T>(1 / sum);
+      for (int64_t a = 0; a < n; ++a)
+        ys[a * inner] *= scale;
+    }
+  }
+}
+
+/// y[o, i] = ln sum_a e^x[o, a, i], computed stably.
+template <typename T>
+void logSumExp(const T *GRADC_RESTRICT x, T *GRADC_RESTRICT y, int64_t outer,
+               int64_t n, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T *xs = x + o * n * inner + i;
+      T top = -std::numeric_limits<T>::infinity();
+      for (int64_t a = 0; a < n; ++a)
+        top = gradc::maximum(top, xs[a * inner]);
+      if (top == std::numeric_limits<T>::infinity() ||
+          top == -std::numeric_limits<T>::infinity()) {
+        y[o * inner + i] = top;
+        continue;
+      }
+      typename detail::SumOf<T>::type sum = 0;
+      for (int64_t a = 0; a < n; ++a)
+        sum += gradc::exp(xs[a * inner] - top);
+      y[o * inner + i] = top + gradc::log(static_cast<T>(sum));
+    }
+  }
+}
+
+/// loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]] for `rows`
+/// rows of `classes` logits. A label outside [0, classes) is
+/// GRADC_ERROR_INDEX.
+template <typename T>
+int softmaxCrossEntropy(const T *GRADC_RESTRICT logits,
+                        const int32_t *GRADC_RESTRICT labels,
+                        T *GRADC_RESTRICT loss, int64_t rows, int64_t classes) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] < 0 || labels[r] >= classes)
+      return GRADC_ERROR_INDEX;
+  logSumExp(logits, loss, rows, classes, 1);
+  for (int64_t r = 0; r < rows; ++r)
+    loss[r] -= logits[r * classes + labels[r]];
+  return GRADC_OK;
+}
+
+/// out[r, :] = the one-hot row of indices[r] with `depth` classes; an index
+/// outside [0, depth) gives a row of zeros (as TensorFlow's one_hot).
+template <typename T>
+void oneHot(const int32_t *GRADC_RESTRICT indices, T *GRADC_RESTRICT out,
+            int64_t rows, int64_t depth) {
+  std::fill(out, out + rows * depth, T(0));
+  for (int64_t r = 0; r < rows; ++r)
+    if (indices[r] >= 0 && indices[r] < depth)
+      out[r * depth + indices[r]] = T(1);
+}
+
+} // namespace gradc
+
+#endif // GRADC_KERNELS_H

@@ -23,6 +23,7 @@
 
 #include "gradc/ClangJIT/ClangJIT.h"
 #include "gradc/Emit/LLVMJIT.h"
+#include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Literal.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -105,7 +106,8 @@ private:
   bool checkSizes(const ir::Function &fn, llvm::ArrayRef<ir::Tensor> args);
 
   static bool isCallable(const ir::Function &fn) {
-    return fn.getRole() != ir::Function::Role::RuleInstance;
+    return fn.getRole() != ir::Function::Role::RuleInstance &&
+           fn.getRole() != ir::Function::Role::LoopBody;
   }
   /// `x: f32[2]` for parameter `i`.
   static std::string describeParam(const ir::Function &fn, unsigned i) {
@@ -367,6 +369,10 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
   }
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
+    return c.finish();
+  if (backendName != "interp" &&
+      !emit::checkBackendSupport(
+          *c.ir, backendName == "cpp" ? "C++" : "LLVM", *c.diags))
     return c.finish();
   addExternWrappers(*c.ir);
   // Several calls share one compilation (and the backend's compiled code):

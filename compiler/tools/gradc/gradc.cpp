@@ -301,6 +301,8 @@ bool outputIsInput(Compilation &c) {
 /// --emit=llvm and --emit=obj: the verified module, optimised at -O2
 /// (unoptimised with -O0), for the host or --target/--cpu.
 int emitLLVM(Compilation &c, bool object) {
+  if (!emit::checkBackendSupport(*c.ir, "LLVM", *c.diags))
+    return c.finish();
   emit::LLVMOptions options;
   options.moduleName = cModuleName();
   options.triple = targetTriple;
@@ -401,6 +403,8 @@ int compileCommand(Compilation &c) {
   case EmitKind::Cpp:
   case EmitKind::Header:
   case EmitKind::Python: {
+    if (!emit::checkBackendSupport(*c.ir, "C++", *c.diags))
+      return c.finish();
     emit::EmitOptions options;
     options.moduleName = cModuleName();
     options.sourceName = llvm::sys::path::filename(inputFile).str();

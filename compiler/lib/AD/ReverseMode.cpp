@@ -665,12 +665,6 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op,
   fb.setLoc(op.getLoc());
   Op *taped = fb.createWithTypes(OpKind::For, op.getOperands(), types,
                                  tapeAttrs);
-  for (unsigned i = 0; i < op.getNumResults(); ++i) {
-    taped->getResult(i)->setName(op.getResult(i)->getName());
-    grad.replaceAllUses(op.getResult(i), taped->getResult(i));
-    replacedValues[op.getResult(i)] = taped->getResult(i);
-  }
-  replacedLoops.insert(&op);
 
   // 3. The reverse loop.
   ir::Builder &b = ctx.builder();
@@ -696,6 +690,16 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op,
   revAttrs.set("carries", int64_t(carried));
   revAttrs.set("reverse", true);
   Op *reverse = b.createWithTypes(OpKind::For, operands, revTypes, revAttrs);
+
+  // The forward loop's uses (zeros made above for results no cotangent
+  // reached included) move to the taped loop; the sweep erases it at the
+  // end.
+  for (unsigned i = 0; i < op.getNumResults(); ++i) {
+    taped->getResult(i)->setName(op.getResult(i)->getName());
+    grad.replaceAllUses(op.getResult(i), taped->getResult(i));
+    replacedValues[op.getResult(i)] = taped->getResult(i);
+  }
+  replacedLoops.insert(&op);
 
   // 4. The adjoints of the initial carries and of the invariants.
   for (unsigned i = 0; i < k; ++i)

@@ -288,6 +288,21 @@ private:
   bool parseLoopRange(ForExpr &loop);
   bool parseLoopCarries(ForExpr &loop, unsigned &height);
   bool parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height);
+  /// After an error in a loop: skips the rest of its line, and a `{ ... }`
+  /// body that starts on it, so that the body's `}` does not end the
+  /// enclosing block.
+  void skipBrokenLoop() {
+    int depth = 0;
+    while (!is(TokenKind::Eof)) {
+      if (is(TokenKind::RBrace) && depth == 0)
+        return;
+      if (is(TokenKind::Newline) && depth == 0)
+        return;
+      depth += is(TokenKind::LBrace);
+      depth -= is(TokenKind::RBrace);
+      consume();
+    }
+  }
   bool isContextualKeyword(llvm::StringRef word) {
     return is(TokenKind::Identifier) && tok().text == word;
   }
@@ -1115,11 +1130,6 @@ ParsedExpr Parser::parseIndex(ParsedExpr base) {
     return finish(std::move(e), height);
   }
   bool negative = consumeIf(TokenKind::Minus);
-  if (!is(TokenKind::Integer)) {
-    if (!is(TokenKind::Error))
-      diags.report(expectedLoc(), diag::err_index_not_literal);
-    return ParsedExpr();
-  }
   int64_t value = 0;
   tok().text.getAsInteger(10, value); // the lexer checked the range
   SourceRange indexRange(indexBegin, tok().getEndLoc());
@@ -1247,18 +1257,23 @@ ParsedExpr Parser::parseFor() {
     return ParsedExpr();
   SourceLoc begin = consume(); // 'for'
   auto loop = std::make_unique<ForExpr>(SourceRange(begin, begin));
-  if (!parseIdent(loop->index, "loop index"))
+  if (!parseIdent(loop->index, "loop index")) {
+    skipBrokenLoop();
     return ParsedExpr();
+  }
   if (!isContextualKeyword("in")) {
     errorExpectedAfter("'in'", "the loop index");
+    skipBrokenLoop();
     return ParsedExpr();
   }
   consume();
   unsigned height = 1;
   SourceLoc end;
   if (!parseLoopRange(*loop) || !parseLoopCarries(*loop, height) ||
-      !parseLoopBody(*loop, end, height))
+      !parseLoopBody(*loop, end, height)) {
+    skipBrokenLoop();
     return ParsedExpr();
+  }
   auto *raw = loop.get();
   ExprPtr expr = std::move(loop);
   // The range runs from 'for' to the body's '}'.
@@ -1339,12 +1354,23 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
     return errorExpected("'{'");
   Token open = tok();
   consume();
+  // After an error inside the braces: skip to the '}' that closes them.
+  auto fail = [&] {
+    for (int depth = 0; !is(TokenKind::Eof) && !startsDecl(); consume()) {
+      if (is(TokenKind::RBrace) && depth-- == 0) {
+        consume();
+        break;
+      }
+      depth += is(TokenKind::LBrace);
+    }
+    return false;
+  };
   while (true) {
     skipNewlines();
     if (is(TokenKind::RBrace) || is(TokenKind::Eof) || startsDecl()) {
       if (!loop.value) {
         errorExpected("the loop body's value");
-        return false;
+        return fail();
       }
       if (!is(TokenKind::RBrace)) {
         diags.report(expectedLoc(), diag::err_expected_closing) << "}"
@@ -1358,7 +1384,7 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
     }
     if (loop.value) {
       diags.report(tok().loc, diag::err_loop_value_not_last);
-      return false;
+      return fail();
     }
     if (is(TokenKind::KwLet) || is(TokenKind::At)) {
       size_t start = pos;
@@ -1371,14 +1397,14 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
     } else {
       ParsedExpr value = parseExpr();
       if (!value)
-        return false;
+        return fail();
       height = std::max(height, value.height + 1);
       loop.value = std::move(value.expr);
     }
     if (!atLineEnd()) {
       if (!is(TokenKind::Error))
         diags.report(tok().loc, diag::err_expected_newline) << "statement";
-      return false;
+      return fail();
     }
   }
 }

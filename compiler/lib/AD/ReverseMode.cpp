@@ -488,9 +488,7 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
 // The three functions are made once per body (role LoopBody) and reused.
 
 /// Whether `v` has a floating-point type (only those take adjoints).
-static bool isFloatValue(const Value *v) {
-  return isFloat(v->getType().dtype);
-}
+static bool isFloatValue(const Value *v) { return isFloat(v->getType().dtype); }
 
 /// `T[n, ...]`: a per-step type stacked along a new first axis.
 static TensorType stacked(const TensorType &type, const Dim &trip) {
@@ -569,8 +567,7 @@ const Function *Differentiator::loopReverseBody(const Op &op,
   rev->setRole(Function::Role::LoopBody);
   rev->setLoc(op.getLoc());
   auto paramName = [](const Value *v, llvm::StringRef prefix) {
-    return v->getName().empty() ? std::string()
-                                : (prefix + v->getName()).str();
+    return v->getName().empty() ? std::string() : (prefix + v->getName()).str();
   };
   Value *t = rev->addParam(TensorType(DType::I32), body.getParam(0)->getName());
   llvm::SmallVector<Value *, 4> dcs, accs, tapes, invariants, dys;
@@ -622,7 +619,7 @@ const Function *Differentiator::loopReverseBody(const Op &op,
   unsigned next = 0;
   for (unsigned i = 0; i < k; ++i)
     returns.push_back(isFloatValue(body.getParam(1 + i)) ? grads[next++]
-                                                          : dcs[i]);
+                                                         : dcs[i]);
   unsigned acc = 0;
   for (unsigned i = 0; i < numInvariants; ++i)
     if (isFloatValue(body.getParam(1 + k + i))) {
@@ -634,8 +631,7 @@ const Function *Differentiator::loopReverseBody(const Op &op,
   return rev;
 }
 
-bool Differentiator::sweepLoop(GradContext &ctx, const Op &op,
-                               Function &grad) {
+bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   const AttrList &attrs = op.getAttrs();
   const Function *body = module.lookup(attrs.getString("body"));
   if (!body) {
@@ -663,8 +659,8 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op,
   ir::Builder fb(grad);
   fb.setInsertionIndex(grad.indexOf(&op));
   fb.setLoc(op.getLoc());
-  Op *taped = fb.createWithTypes(OpKind::For, op.getOperands(), types,
-                                 tapeAttrs);
+  Op *taped =
+      fb.createWithTypes(OpKind::For, op.getOperands(), types, tapeAttrs);
 
   // 3. The reverse loop.
   ir::Builder &b = ctx.builder();

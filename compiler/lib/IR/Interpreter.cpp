@@ -1275,14 +1275,14 @@ private:
       return opFail(c, "axis out of range");
     IntShape shape(src.shape.begin(), src.shape.begin() + axis);
     shape.push_back(n);
-    shape.insert(shape.end(), src.shape.begin() + axis + rank,
-                 src.shape.end());
+    shape.insert(shape.end(), src.shape.begin() + axis + rank, src.shape.end());
     out.resize(1);
     Tensor &z = out[0];
     if (!make(c, resultDType(c), shape, z))
       return false;
     int64_t count = idx.numElements();
-    int64_t outer = product(llvm::ArrayRef<int64_t>(src.shape).take_front(axis));
+    int64_t outer =
+        product(llvm::ArrayRef<int64_t>(src.shape).take_front(axis));
     int64_t inner =
         product(llvm::ArrayRef<int64_t>(src.shape).drop_front(axis + rank));
     for (int64_t i = 0; i < count; ++i)

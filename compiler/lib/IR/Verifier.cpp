@@ -557,9 +557,9 @@ private:
       const TensorType &arg = op.getOperand(i)->getType();
       std::string conflict;
       if (!unifyParamType(param, arg, bindings, conflict))
-        return fail("passes " + arg.str() + " as operand " +
-                    std::to_string(i) + " to parameter of type " + param.str() +
-                    " of '" + bodyName + "'");
+        return fail("passes " + arg.str() + " as operand " + std::to_string(i) +
+                    " to parameter of type " + param.str() + " of '" +
+                    bodyName + "'");
     }
     if (body->getReturns().size() != op.getNumResults())
       return fail("has " + std::to_string(op.getNumResults()) +

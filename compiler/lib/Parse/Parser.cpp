@@ -1112,8 +1112,8 @@ ParsedExpr Parser::parseIndex(ParsedExpr base) {
   SourceLoc indexBegin = tok().loc;
   bool literal = is(TokenKind::Integer) ||
                  (is(TokenKind::Minus) && peekAhead(1).is(TokenKind::Integer));
-  if (literal && !peekAhead(is(TokenKind::Minus) ? 2 : 1)
-                      .is(TokenKind::RSquare))
+  if (literal &&
+      !peekAhead(is(TokenKind::Minus) ? 2 : 1).is(TokenKind::RSquare))
     literal = false;
   if (!literal) {
     ParsedExpr index = parseExpr();

@@ -235,8 +235,7 @@ public:
   ast::ValueType checkList(ast::ListExpr &list, BodyScope &scope,
                            std::optional<DType> hint);
   ast::ValueType checkIndex(ast::IndexExpr &index, BodyScope &scope);
-  ast::ValueType checkTensorIndex(ast::IndexExpr &index,
-                                  const TensorType &base,
+  ast::ValueType checkTensorIndex(ast::IndexExpr &index, const TensorType &base,
                                   const ast::ValueType *indexType);
   ast::ValueType checkFor(ast::ForExpr &loop, BodyScope &scope);
   bool bindLoopName(const ast::Ident &name, const TensorType &type,

@@ -308,8 +308,7 @@ ValueType Sema::checkList(ListExpr &list, BodyScope &scope,
 ValueType Sema::checkIndex(IndexExpr &index, BodyScope &scope) {
   ValueType base = checkExpr(index.base.get(), scope);
   if (index.indexExpr) {
-    ValueType indexType =
-        checkExpr(index.indexExpr.get(), scope, DType::I32);
+    ValueType indexType = checkExpr(index.indexExpr.get(), scope, DType::I32);
     if (!base.isKnown())
       return ValueType();
     if (!base.isTensor()) {
@@ -356,10 +355,9 @@ ValueType Sema::checkTensorIndex(IndexExpr &index, const TensorType &base,
     }
   } else {
     const Dim &first = base.shape.front();
-    bool inRange = first.isKnown()
-                       ? index.index >= -first.getSize() &&
-                             index.index < first.getSize()
-                       : index.index >= 0;
+    bool inRange = first.isKnown() ? index.index >= -first.getSize() &&
+                                         index.index < first.getSize()
+                                   : index.index >= 0;
     if (!inRange) {
       report(index.indexRange.begin, diag::err_tensor_index_range)
           << index.index << base.str() << index.indexRange;
@@ -486,8 +484,8 @@ ValueType Sema::checkFor(ForExpr &loop, BodyScope &scope) {
     if (values[i] == *carryTypes[i])
       continue;
     report(loop.value->getLoc(), diag::err_loop_carry_type)
-        << loop.carries[i].name.name << carryTypes[i]->str()
-        << values[i].str() << loop.value->getRange();
+        << loop.carries[i].name.name << carryTypes[i]->str() << values[i].str()
+        << loop.value->getRange();
     ok = false;
   }
   if (!ok)

@@ -365,8 +365,7 @@ void GradientChecker::collectDeviations(
     // A custom-grad function is a primitive: its body is never
     // differentiated, so only its own rule matters.
     if (!op->getCalledFunction().empty() && !rule.isSet())
-      if (const ir::Function *callee =
-              module.lookup(op->getCalledFunction()))
+      if (const ir::Function *callee = module.lookup(op->getCalledFunction()))
         collectDeviations(*callee, out, seen);
   }
 }
@@ -649,8 +648,8 @@ int driver::checkCommand(Compilation &c, llvm::StringRef path,
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
   if (backendName != "interp" &&
-      !emit::checkBackendSupport(
-          *c.ir, backendName == "cpp" ? "C++" : "LLVM", *c.diags))
+      !emit::checkBackendSupport(*c.ir, backendName == "cpp" ? "C++" : "LLVM",
+                                 *c.diags))
     return c.finish();
   // The user's kernels are compiled for their declared element types: a
   // module that calls them is checked as it is, in f32.

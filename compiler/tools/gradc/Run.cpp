@@ -371,8 +371,8 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
   if (backendName != "interp" &&
-      !emit::checkBackendSupport(
-          *c.ir, backendName == "cpp" ? "C++" : "LLVM", *c.diags))
+      !emit::checkBackendSupport(*c.ir, backendName == "cpp" ? "C++" : "LLVM",
+                                 *c.diags))
     return c.finish();
   addExternWrappers(*c.ir);
   // Several calls share one compilation (and the backend's compiled code):

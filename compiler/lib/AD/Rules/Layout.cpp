@@ -106,11 +106,11 @@ void takeGrad(GradContext &ctx, const ir::Op &op) {
 //   dsrc += take(dz, idx, axis)
 void scatterAddGrad(GradContext &ctx, const ir::Op &op) {
   int64_t axis = op.getAttrs().getInt("axis");
-  ctx.accumulate(op.getOperand(0),
-                 ctx.builder().create1(
-                     OpKind::Take,
-                     {ctx.adjointOf(op.getResult()), op.getOperand(1)},
-                     axisAttr(axis)));
+  ctx.accumulate(
+      op.getOperand(0),
+      ctx.builder().create1(OpKind::Take,
+                            {ctx.adjointOf(op.getResult()), op.getOperand(1)},
+                            axisAttr(axis)));
 }
 
 } // namespace

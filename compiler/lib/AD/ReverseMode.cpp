@@ -481,7 +481,8 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
 //   3. B.rev(t, dc, acc, tape, v, dys) -> (dc, acc + dv): one reverse step
 //      reads c_t and dy_t at t from the tape and the stacked cotangents and
 //      runs B.vjp; a `for` with `reverse = true` runs it from the last index
-//      down to the first, carrying the carries' adjoints and the invariants'
+//      down to the first (or upwards, when the loop differentiated is itself
+//      a reverse loop), carrying the carries' adjoints and the invariants'
 //      accumulated adjoints.
 //   4. The loop's operands receive the reverse loop's results.
 //
@@ -560,7 +561,10 @@ const Function *Differentiator::loopReverseBody(const Op &op,
   unsigned k = attrs.getInt("carries");
   unsigned numInvariants = body.getParams().size() - 1 - k;
   unsigned numOutputs = body.getReturns().size() - k;
-  Dim trip = attrs.getShape("trip").front();
+  // The stacked tapes and cotangents have the loop's length, which differs
+  // between the copies of one loop that inlining makes (a function with a
+  // loop called with two sizes): a size name of its own binds it per call.
+  Dim trip = Dim::named("gradc_loop_trip");
   int64_t start = attrs.getInt("start");
 
   Function *rev = module.addFunction(name);
@@ -684,7 +688,13 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   AttrList revAttrs = attrs;
   revAttrs.set("body", rev->getName().str());
   revAttrs.set("carries", int64_t(carried));
-  revAttrs.set("reverse", true);
+  // The adjoint runs the other way: a reverse loop (as in a gradient
+  // differentiated again) has a forward adjoint.
+  bool wasReverse = attrs.has("reverse") && attrs.getBool("reverse");
+  if (wasReverse)
+    revAttrs.erase("reverse");
+  else
+    revAttrs.set("reverse", true);
   Op *reverse = b.createWithTypes(OpKind::For, operands, revTypes, revAttrs);
 
   // The forward loop's uses (zeros made above for results no cotangent

@@ -96,7 +96,11 @@ public:
     bool alwaysCotangents = false;
     bool returnResults = false;
   };
-  bool buildGradient(const Function &fn, Function &grad, Form form);
+  bool buildGradient(const Function &fn, Function &grad, Form form) {
+    return buildGradient(fn, *fn.getGradSpec(), grad, form);
+  }
+  bool buildGradient(const Function &fn, const Function::GradSpec &spec,
+                     Function &grad, Form form);
 
 private:
   bool collectSpecs(std::vector<Function *> &pending);
@@ -108,6 +112,11 @@ private:
                                            llvm::ArrayRef<unsigned> wrt) const;
   bool sweepOp(GradContext &ctx, const Op &op, const Function &grad);
   bool applyUserRule(GradContext &ctx, const Op &op);
+  bool sweepLoop(GradContext &ctx, const Op &op, Function &grad);
+  const Function *loopVJP(const Op &op, const Function &body);
+  const Function *loopTapeBody(const Function &body, unsigned carries);
+  const Function *loopReverseBody(const Op &op, const Function &body,
+                                  const Function &vjp);
   bool sweepExternWithoutRule(const Op &op, const Function &grad);
   void reportInlineFailure(const Function &fn,
                            const ir::InlineFailure &failure);
@@ -124,6 +133,10 @@ private:
   const GradRegistry &registry;
   /// The pending gradients by name, to find calls of them.
   llvm::StringMap<Function *> pendingByGradName;
+  /// Forward loops that sweepLoop replaced by their taped form, erased
+  /// once the sweep is over, and the replacement of each of their results.
+  llvm::DenseSet<const Op *> replacedLoops;
+  llvm::DenseMap<Value *, Value *> replacedValues;
 };
 
 std::string Differentiator::locText(SourceLoc loc) const {
@@ -436,6 +449,8 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
   b.setNote(ruleNote(op));
   if (op.getGradRule().isSet())
     return applyUserRule(ctx, op);
+  if (op.getKind() == OpKind::For)
+    return sweepLoop(ctx, op, const_cast<Function &>(grad));
   if (op.getKind() == OpKind::ExternCall)
     return sweepExternWithoutRule(op, grad);
   if (GradRuleFn rule = registry.lookup(op.getKind())) {
@@ -451,9 +466,261 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
   return false;
 }
 
-bool Differentiator::buildGradient(const Function &fn, Function &grad,
-                                   Form form) {
-  const Function::GradSpec &spec = *fn.getGradSpec();
+//===----------------------------------------------------------------------===//
+// Loops
+//===----------------------------------------------------------------------===//
+//
+// The adjoint of `for` (docs/Gradients.md, "Loops"), for a body
+// B(t, c, v) -> (c', y) with carries c, invariants v and outputs y:
+//
+//   1. B.vjp(t, c, v, dc', dy) -> (dc, dv): the body's VJP, built like any
+//      gradient, with respect to its floating-point carries and invariants.
+//   2. B.tape(t, c, v) -> (c', y, c): the body that also outputs the carries
+//      it was given; the forward loop is replaced by a loop over B.tape, so
+//      that its stacked extra outputs are the tape of per-step carries.
+//   3. B.rev(t, dc, acc, tape, v, dys) -> (dc, acc + dv): one reverse step
+//      reads c_t and dy_t at t from the tape and the stacked cotangents and
+//      runs B.vjp; a `for` with `reverse = true` runs it from the last index
+//      down to the first (or upwards, when the loop differentiated is itself
+//      a reverse loop), carrying the carries' adjoints and the invariants'
+//      accumulated adjoints.
+//   4. The loop's operands receive the reverse loop's results.
+//
+// The three functions are made once per body (role LoopBody) and reused.
+
+/// Whether `v` has a floating-point type (only those take adjoints).
+static bool isFloatValue(const Value *v) { return isFloat(v->getType().dtype); }
+
+/// `T[n, ...]`: a per-step type stacked along a new first axis.
+static TensorType stacked(const TensorType &type, const Dim &trip) {
+  TensorType t = type;
+  t.shape.insert(t.shape.begin(), trip);
+  return t;
+}
+
+const Function *Differentiator::loopVJP(const Op &op, const Function &body) {
+  std::string name = (body.getName() + ".vjp").str();
+  if (const Function *existing = module.lookup(name))
+    return existing;
+  Function::GradSpec spec;
+  spec.gradName = name;
+  spec.loc = op.getLoc();
+  for (unsigned i = 1; i < body.getParams().size(); ++i)
+    if (isFloatValue(body.getParam(i)))
+      spec.wrt.push_back(i);
+  Function *vjp = module.addFunction(name);
+  vjp->setRole(Function::Role::LoopBody);
+  vjp->setLoc(op.getLoc());
+  // The body's own loops are swept in a gradient of their own.
+  auto savedLoops = std::move(replacedLoops);
+  auto savedValues = std::move(replacedValues);
+  replacedLoops.clear();
+  replacedValues.clear();
+  Form form;
+  form.alwaysCotangents = true;
+  bool ok = buildGradient(body, spec, *vjp, form);
+  replacedLoops = std::move(savedLoops);
+  replacedValues = std::move(savedValues);
+  if (ok)
+    return vjp;
+  module.eraseFunction(vjp);
+  return nullptr;
+}
+
+const Function *Differentiator::loopTapeBody(const Function &body,
+                                             unsigned carries) {
+  std::string name = (body.getName() + ".tape").str();
+  if (const Function *existing = module.lookup(name))
+    return existing;
+  Function *tape = module.addFunction(name);
+  tape->setRole(Function::Role::LoopBody);
+  tape->setLoc(body.getLoc());
+  for (const Value *p : body.getParams())
+    tape->addParam(p->getType(), p->getName());
+  ir::Builder b(*tape);
+  b.setLoc(body.getLoc());
+  llvm::SmallVector<TensorType, 4> types;
+  for (const Value *r : body.getReturns())
+    types.push_back(r->getType());
+  auto results = b.call(body.getName(), tape->getParams(), types);
+  std::vector<Value *> returns(results.begin(), results.end());
+  for (unsigned i = 0; i < carries; ++i)
+    returns.push_back(tape->getParam(1 + i));
+  tape->setReturns(returns);
+  ir::inlineCall(*tape, tape->getOps().back().get(), body);
+  return tape;
+}
+
+const Function *Differentiator::loopReverseBody(const Op &op,
+                                                const Function &body,
+                                                const Function &vjp) {
+  std::string name = (body.getName() + ".rev").str();
+  if (const Function *existing = module.lookup(name))
+    return existing;
+  const AttrList &attrs = op.getAttrs();
+  unsigned k = attrs.getInt("carries");
+  unsigned numInvariants = body.getParams().size() - 1 - k;
+  unsigned numOutputs = body.getReturns().size() - k;
+  // The stacked tapes and cotangents have the loop's length, which differs
+  // between the copies of one loop that inlining makes (a function with a
+  // loop called with two sizes): a size name of its own binds it per call.
+  Dim trip = Dim::named("gradc_loop_trip");
+  int64_t start = attrs.getInt("start");
+
+  Function *rev = module.addFunction(name);
+  rev->setRole(Function::Role::LoopBody);
+  rev->setLoc(op.getLoc());
+  auto paramName = [](const Value *v, llvm::StringRef prefix) {
+    return v->getName().empty() ? std::string() : (prefix + v->getName()).str();
+  };
+  Value *t = rev->addParam(TensorType(DType::I32), body.getParam(0)->getName());
+  llvm::SmallVector<Value *, 4> dcs, accs, tapes, invariants, dys;
+  for (unsigned i = 0; i < k; ++i)
+    dcs.push_back(rev->addParam(body.getParam(1 + i)->getType(),
+                                paramName(body.getParam(1 + i), "d_")));
+  for (unsigned i = 0; i < numInvariants; ++i) {
+    const Value *v = body.getParam(1 + k + i);
+    if (isFloatValue(v))
+      accs.push_back(rev->addParam(v->getType(), paramName(v, "d_")));
+  }
+  for (unsigned i = 0; i < k; ++i) {
+    const Value *c = body.getParam(1 + i);
+    tapes.push_back(
+        rev->addParam(stacked(c->getType(), trip), paramName(c, "tape_")));
+  }
+  for (unsigned i = 0; i < numInvariants; ++i) {
+    const Value *v = body.getParam(1 + k + i);
+    invariants.push_back(rev->addParam(v->getType(), v->getName()));
+  }
+  for (unsigned o = 0; o < numOutputs; ++o) {
+    const Value *y = body.getReturns()[k + o];
+    dys.push_back(
+        rev->addParam(stacked(y->getType(), trip), paramName(y, "d_")));
+  }
+
+  ir::Builder b(*rev);
+  b.setLoc(op.getLoc());
+  Value *pos = t;
+  if (start != 0)
+    pos = b.sub(t, b.scalar(DType::I32, double(start)));
+  AttrList axis0;
+  axis0.set("axis", int64_t(0));
+  llvm::SmallVector<Value *, 8> args{t};
+  for (Value *tape : tapes)
+    args.push_back(b.create1(OpKind::Take, {tape, pos}, axis0));
+  args.append(invariants.begin(), invariants.end());
+  args.append(dcs.begin(), dcs.end());
+  for (Value *d : dys)
+    args.push_back(b.create1(OpKind::Take, {d, pos}, axis0));
+  llvm::SmallVector<TensorType, 4> gradTypes;
+  for (const Value *r : vjp.getReturns())
+    gradTypes.push_back(r->getType());
+  auto grads = b.call(vjp.getName(), args, gradTypes);
+
+  // The VJP returns the adjoints of the floating-point carries and
+  // invariants, in parameter order.
+  std::vector<Value *> returns;
+  unsigned next = 0;
+  for (unsigned i = 0; i < k; ++i)
+    returns.push_back(isFloatValue(body.getParam(1 + i)) ? grads[next++]
+                                                         : dcs[i]);
+  unsigned acc = 0;
+  for (unsigned i = 0; i < numInvariants; ++i)
+    if (isFloatValue(body.getParam(1 + k + i))) {
+      returns.push_back(b.add(accs[acc], grads[next++]));
+      returns.back()->setName(accs[acc]->getName());
+      ++acc;
+    }
+  rev->setReturns(returns);
+  return rev;
+}
+
+bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
+  const AttrList &attrs = op.getAttrs();
+  const Function *body = module.lookup(attrs.getString("body"));
+  if (!body) {
+    diags.report(op.getLoc(), diag::err_ad_unknown_callee)
+        << grad.getName() << attrs.getString("body");
+    return false;
+  }
+  unsigned k = attrs.getInt("carries");
+  unsigned numOutputs = op.getNumResults() - k;
+  Dim trip = attrs.getShape("trip").front();
+  const Function *vjp = loopVJP(op, *body);
+  if (!vjp)
+    return false;
+  const Function *tapeBody = loopTapeBody(*body, k);
+  const Function *rev = loopReverseBody(op, *body, *vjp);
+
+  // 2. The forward loop runs the taped body instead.
+  llvm::SmallVector<TensorType, 6> types;
+  for (Value *r : op.getResults())
+    types.push_back(r->getType());
+  for (unsigned i = 0; i < k; ++i)
+    types.push_back(stacked(op.getOperand(i)->getType(), trip));
+  AttrList tapeAttrs = attrs;
+  tapeAttrs.set("body", tapeBody->getName().str());
+  ir::Builder fb(grad);
+  fb.setInsertionIndex(grad.indexOf(&op));
+  fb.setLoc(op.getLoc());
+  Op *taped =
+      fb.createWithTypes(OpKind::For, op.getOperands(), types, tapeAttrs);
+
+  // 3. The reverse loop.
+  ir::Builder &b = ctx.builder();
+  unsigned numInvariants = op.getNumOperands() - k;
+  llvm::SmallVector<Value *, 8> operands;
+  for (unsigned i = 0; i < k; ++i)
+    operands.push_back(ctx.adjointOrZeros(op.getResult(i)));
+  for (unsigned i = 0; i < numInvariants; ++i)
+    if (isFloatValue(op.getOperand(k + i)))
+      operands.push_back(b.zerosLike(op.getOperand(k + i)));
+  unsigned carried = operands.size();
+  for (unsigned i = 0; i < k; ++i)
+    operands.push_back(taped->getResult(op.getNumResults() + i));
+  for (unsigned i = 0; i < numInvariants; ++i)
+    operands.push_back(op.getOperand(k + i));
+  for (unsigned o = 0; o < numOutputs; ++o)
+    operands.push_back(ctx.adjointOrZeros(op.getResult(k + o)));
+  llvm::SmallVector<TensorType, 6> revTypes;
+  for (unsigned i = 0; i < carried; ++i)
+    revTypes.push_back(operands[i]->getType());
+  AttrList revAttrs = attrs;
+  revAttrs.set("body", rev->getName().str());
+  revAttrs.set("carries", int64_t(carried));
+  // The adjoint runs the other way: a reverse loop (as in a gradient
+  // differentiated again) has a forward adjoint.
+  bool wasReverse = attrs.has("reverse") && attrs.getBool("reverse");
+  if (wasReverse)
+    revAttrs.erase("reverse");
+  else
+    revAttrs.set("reverse", true);
+  Op *reverse = b.createWithTypes(OpKind::For, operands, revTypes, revAttrs);
+
+  // The forward loop's uses (zeros made above for results no cotangent
+  // reached included) move to the taped loop; the sweep erases it at the
+  // end.
+  for (unsigned i = 0; i < op.getNumResults(); ++i) {
+    taped->getResult(i)->setName(op.getResult(i)->getName());
+    grad.replaceAllUses(op.getResult(i), taped->getResult(i));
+    replacedValues[op.getResult(i)] = taped->getResult(i);
+  }
+  replacedLoops.insert(&op);
+
+  // 4. The adjoints of the initial carries and of the invariants.
+  for (unsigned i = 0; i < k; ++i)
+    if (isFloatValue(op.getOperand(i)))
+      ctx.accumulate(op.getOperand(i), reverse->getResult(i));
+  unsigned next = k;
+  for (unsigned i = 0; i < numInvariants; ++i)
+    if (isFloatValue(op.getOperand(k + i)))
+      ctx.accumulate(op.getOperand(k + i), reverse->getResult(next++));
+  return true;
+}
+
+bool Differentiator::buildGradient(const Function &fn,
+                                   const Function::GradSpec &spec,
+                                   Function &grad, Form form) {
   // 1. The signature: fn's parameters, then the cotangents (if any).
   llvm::SmallVector<TensorType, 8> paramTypes, gradTypes;
   fn.getGradSignature(paramTypes, gradTypes);
@@ -517,6 +784,16 @@ bool Differentiator::buildGradient(const Function &fn, Function &grad,
   for (Op *op : llvm::reverse(forward))
     if (!sweepOp(ctx, *op, grad))
       return false;
+
+  // The forward loops that the sweep replaced by their taped form go.
+  if (!replacedLoops.empty()) {
+    grad.eraseOpsIf([&](const Op &op) { return replacedLoops.contains(&op); });
+    for (Value *&out : outputs)
+      if (Value *now = replacedValues.lookup(out))
+        out = now;
+    replacedLoops.clear();
+    replacedValues.clear();
+  }
 
   // 5. The gradients of the wrt parameters.
   cb.setLoc(spec.loc);

@@ -106,3 +106,5 @@ const RuleDecl *Module::findRule(llvm::StringRef name) const {
         return rule;
   return nullptr;
 }
+
+ForExpr::~ForExpr() = default;

@@ -256,10 +256,35 @@ void Dumper::dumpExpr(const Expr &expr) {
   }
   case Expr::Kind::Index: {
     const auto &i = llvm::cast<IndexExpr>(expr);
-    line() << "IndexExpr [" << i.index << "]";
+    if (i.indexExpr)
+      line() << "IndexExpr";
+    else
+      line() << "IndexExpr [" << i.index << "]";
     endExprLine(expr);
     Nest nest(*this);
     dumpExpr(*i.base);
+    if (i.indexExpr)
+      dumpExpr(*i.indexExpr);
+    return;
+  }
+  case Expr::Kind::For: {
+    const auto &f = llvm::cast<ForExpr>(expr);
+    line() << "ForExpr '" << f.index.name << "' in " << f.start << ".."
+           << f.end.str();
+    endExprLine(expr);
+    Nest nest(*this);
+    for (const LoopCarry &c : f.carries) {
+      line() << "Carry '" << c.name.name << "'";
+      endLine(c.name.range.begin);
+      os << "\n";
+      Nest inner(*this);
+      dumpExpr(*c.init);
+    }
+    for (const auto &stmt : f.body)
+      if (stmt)
+        dumpStmt(*stmt);
+    if (f.value)
+      dumpExpr(*f.value);
     return;
   }
   }

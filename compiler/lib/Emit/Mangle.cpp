@@ -307,7 +307,8 @@ const ir::Function *emit::findPrimal(const ir::Module &module,
 }
 
 bool emit::isExported(const ir::Function &fn) {
-  return fn.getRole() != ir::Function::Role::RuleInstance;
+  return fn.getRole() != ir::Function::Role::RuleInstance &&
+         fn.getRole() != ir::Function::Role::LoopBody;
 }
 
 std::vector<CParam> emit::getCParams(const ir::Module &module,
@@ -424,4 +425,21 @@ std::vector<std::string> emit::describeFunction(const ir::Module &module,
   }
   lines.push_back(sourceSignature(fn));
   return lines;
+}
+
+bool emit::checkBackendSupport(const ir::Module &module,
+                               llvm::StringRef backend,
+                               DiagnosticEngine &diags) {
+  for (const auto &fn : module.getFunctions())
+    for (const auto &op : fn->getOps()) {
+      OpKind kind = op->getKind();
+      if (kind != OpKind::For && kind != OpKind::Take &&
+          kind != OpKind::ScatterAdd)
+        continue;
+      llvm::StringRef what = kind == OpKind::For ? "a loop" : "indexing";
+      diags.report(op->getLoc(), diag::err_emit_loop_unsupported)
+          << backend << what << op->getName();
+      return false;
+    }
+  return true;
 }

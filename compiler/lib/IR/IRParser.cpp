@@ -712,7 +712,8 @@ private:
         {"fwd", Function::Role::Forward},
         {"bwd", Function::Role::Backward},
         {"value_and_grad", Function::Role::ValueAndGrad},
-        {"rule_instance", Function::Role::RuleInstance}};
+        {"rule_instance", Function::Role::RuleInstance},
+        {"loop_body", Function::Role::LoopBody}};
     for (const auto &[name, role] : roles)
       if (tok.value == name) {
         scope.fn->setRole(role);

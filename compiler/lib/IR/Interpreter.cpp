@@ -660,6 +660,12 @@ private:
       return evalSplit(c, out);
     case OpKind::OneHot:
       return evalOneHot(c, out);
+    case OpKind::Take:
+      return evalTake(c, out);
+    case OpKind::ScatterAdd:
+      return evalScatterAdd(c, out);
+    case OpKind::For:
+      return evalFor(c, out, depth);
     case OpKind::SoftmaxCrossEntropy:
       return evalSoftmaxCrossEntropy(c, out);
     case OpKind::Constant:
@@ -1247,6 +1253,161 @@ private:
 
   // y[..., j] = (indices[...] == j) as f32; an index outside [0, depth)
   // gives a row of zeros.
+  /// Splits `shape` at `axis` into the elements before it, its size and
+  /// the elements after it.
+  static void splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis,
+                      int64_t &outer, int64_t &inner) {
+    outer = product(shape.take_front(axis));
+    inner = product(shape.drop_front(axis + 1));
+  }
+
+  /// An index must lie in [0, n): anything else is the status
+  /// GRADC_ERROR_INDEX of docs/ABI.md, never a read out of bounds.
+  bool checkIndex(const OpContext &c, double index, int64_t n, int64_t axis) {
+    if (index >= 0 && index < double(n))
+      return true;
+    return opFail(c, "index " + std::to_string(int64_t(index)) +
+                         " is out of range [0, " + std::to_string(n) +
+                         ") for axis " + std::to_string(axis) +
+                         " (GRADC_ERROR_INDEX)");
+  }
+
+  // take(table, idx, axis): y[p, i, q] = table[p, idx[i], q], where p runs
+  // over the axes before `axis`, i over idx's shape and q over the rest.
+  bool evalTake(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 2) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &table = *c.operands[0], &idx = *c.operands[1];
+    int64_t axis = c.op.getAttrs().getInt("axis");
+    if (axis < 0 || axis >= int64_t(table.shape.size()))
+      return opFail(c, "axis out of range");
+    int64_t outer, inner, n = table.shape[axis];
+    splitAt(table.shape, axis, outer, inner);
+    IntShape shape(table.shape.begin(), table.shape.begin() + axis);
+    shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
+    shape.insert(shape.end(), table.shape.begin() + axis + 1,
+                 table.shape.end());
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    int64_t count = idx.numElements();
+    for (int64_t i = 0; i < count; ++i)
+      if (!checkIndex(c, idx.data[i], n, axis))
+        return false;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t row = int64_t(idx.data[i]);
+        const double *from = table.data.data() + (p * n + row) * inner;
+        double *to = y.data.data() + (p * count + i) * inner;
+        std::copy(from, from + inner, to);
+      }
+    return true;
+  }
+
+  // scatter_add(src, idx, axis, size) = z with z[p, idx[i], q] += src[p, i,
+  // q], zeros elsewhere: the adjoint of take.
+  bool evalScatterAdd(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 2) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &src = *c.operands[0], &idx = *c.operands[1];
+    const AttrList &attrs = c.op.getAttrs();
+    int64_t axis = attrs.getInt("axis"), n = 0;
+    if (!resolveDim(c, attrs.getShape("size").front(), n))
+      return false;
+    int64_t rank = idx.shape.size();
+    if (axis < 0 || axis + rank > int64_t(src.shape.size()))
+      return opFail(c, "axis out of range");
+    IntShape shape(src.shape.begin(), src.shape.begin() + axis);
+    shape.push_back(n);
+    shape.insert(shape.end(), src.shape.begin() + axis + rank, src.shape.end());
+    out.resize(1);
+    Tensor &z = out[0];
+    if (!make(c, resultDType(c), shape, z))
+      return false;
+    int64_t count = idx.numElements();
+    int64_t outer =
+        product(llvm::ArrayRef<int64_t>(src.shape).take_front(axis));
+    int64_t inner =
+        product(llvm::ArrayRef<int64_t>(src.shape).drop_front(axis + rank));
+    for (int64_t i = 0; i < count; ++i)
+      if (!checkIndex(c, idx.data[i], n, axis))
+        return false;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t row = int64_t(idx.data[i]);
+        const double *from = src.data.data() + (p * count + i) * inner;
+        double *to = z.data.data() + (p * n + row) * inner;
+        for (int64_t q = 0; q < inner; ++q)
+          to[q] = roundToDType(z.dtype, to[q] + from[q]);
+      }
+    return true;
+  }
+
+  // for: carries = operands[0, k); for each index t of the range (upwards,
+  // or downwards when `reverse`), (carries, ys) = body(t, carries,
+  // invariants); the results are the last carries and each y stacked at
+  // position t - start.
+  bool evalFor(OpContext &c, std::vector<Tensor> &out, unsigned depth) {
+    const AttrList &attrs = c.op.getAttrs();
+    const Function *body = module.lookup(attrs.getString("body"));
+    if (!body)
+      return opFail(c, "runs unknown body function '" +
+                           attrs.getString("body") + "'");
+    int64_t start = attrs.getInt("start"), trip = 0;
+    if (!resolveDim(c, attrs.getShape("trip").front(), trip))
+      return false;
+    size_t k = attrs.getInt("carries");
+    bool reverse = attrs.has("reverse") && attrs.getBool("reverse");
+    size_t numOutputs = c.op.getNumResults() - k;
+    std::vector<Tensor> args(1 + c.operands.size());
+    args[0].dtype = DType::I32;
+    args[0].data = {0};
+    for (size_t i = 0; i < c.operands.size(); ++i)
+      args[i + 1] = *c.operands[i];
+    out.assign(c.op.getNumResults(), Tensor());
+    for (size_t i = 0; i < k; ++i)
+      out[i] = args[i + 1];
+    std::vector<Tensor> step;
+    for (int64_t i = 0; i < trip; ++i) {
+      int64_t pos = reverse ? trip - 1 - i : i;
+      args[0].data[0] = double(start + pos);
+      if (!callFunction(*body, args, step, depth + 1))
+        return false;
+      for (size_t j = 0; j < k; ++j)
+        args[j + 1] = std::move(step[j]);
+      for (size_t o = 0; o < numOutputs; ++o) {
+        const Tensor &y = step[k + o];
+        Tensor &stacked = out[k + o];
+        if (stacked.data.empty() && stacked.shape.empty()) {
+          IntShape shape = y.shape;
+          shape.insert(shape.begin(), trip);
+          if (!make(c, y.dtype, shape, stacked))
+            return false;
+        }
+        std::copy(y.data.begin(), y.data.end(),
+                  stacked.data.begin() + pos * y.numElements());
+      }
+    }
+    for (size_t j = 0; j < k; ++j)
+      out[j] = std::move(args[j + 1]);
+    // A loop that never runs stacks nothing: the outputs' declared types
+    // give their shapes.
+    for (size_t o = 0; o < numOutputs && trip == 0; ++o) {
+      const TensorType &type = c.op.getResult(k + o)->getType();
+      IntShape shape;
+      for (const Dim &d : type.shape) {
+        int64_t size = 0;
+        if (!resolveDim(c, d, size))
+          return false;
+        shape.push_back(size);
+      }
+      if (!make(c, type.dtype, shape, out[k + o]))
+        return false;
+    }
+    return true;
+  }
+
   bool evalOneHot(OpContext &c, std::vector<Tensor> &out) {
     if (!checkArity(c, 1) || !checkResultCount(c, 1))
       return false;

@@ -213,7 +213,7 @@ private:
 
   // fnAttrs ::= 'attributes' '{' fnAttr (',' fnAttr)* '}'
   // fnAttr  ::= 'role' '=' ('grad' | 'fwd' | 'bwd' | 'value_and_grad'
-  //                        | 'rule_instance')
+  //                        | 'rule_instance' | 'loop_body')
   //           | 'grad' '=' '@' name | 'wrt' '=' '[' ints ']'
   //           | 'fwd' '=' '@' name | 'bwd' '=' '@' name
   //           | 'value_and_grad' '=' '@' name
@@ -237,6 +237,9 @@ private:
       break;
     case Function::Role::RuleInstance:
       attrs.push_back("role = rule_instance");
+      break;
+    case Function::Role::LoopBody:
+      attrs.push_back("role = loop_body");
       break;
     }
     if (const auto &spec = fn.getGradSpec()) {

@@ -240,6 +240,9 @@ private:
     case OpKind::ExternCall:
       verifyCall(op, desc);
       break;
+    case OpKind::For:
+      verifyLoop(op, desc);
+      break;
     default:
       verifyTyped(op, desc);
       break;
@@ -517,6 +520,74 @@ private:
     }
   }
 
+  // for: the body is a function taking (i32 index, carries..., invariants...)
+  // and returning (new carries..., per-step outputs...); the operands fit
+  // its parameters once its size names are bound; each carry keeps its type
+  // exactly; each output is stacked along a new first axis of `trip`.
+  void verifyLoop(const Op &op, const std::string &desc) {
+    const AttrList &attrs = op.getAttrs();
+    const std::string &bodyName = attrs.getString("body");
+    const Function *body = module.lookup(bodyName);
+    auto fail = [&](const std::string &why) {
+      error(op.getLoc(), diag::err_verify_loop) << desc << why;
+    };
+    if (!body)
+      return fail("runs unknown body function '" + bodyName + "'");
+    int64_t carries = attrs.getInt("carries");
+    const Shape &trip = attrs.getShape("trip");
+    unsigned numOperands = op.getNumOperands();
+    if (trip.size() != 1 || (trip[0].isKnown() && trip[0].getSize() < 0))
+      return fail("has an invalid trip count " + shapeStr(trip));
+    if (trip[0].isNamed() && attrs.getInt("start") != 0)
+      return fail("starts at " + std::to_string(attrs.getInt("start")) +
+                  ", but a loop over a size name must start at 0");
+    if (carries < 0 || carries > int64_t(numOperands) ||
+        carries > int64_t(op.getNumResults()))
+      return fail("has " + std::to_string(carries) + " carries, but " +
+                  std::to_string(numOperands) + " operand(s) and " +
+                  std::to_string(op.getNumResults()) + " result(s)");
+    if (body->getParams().size() != numOperands + 1 ||
+        body->getParam(0)->getType() != TensorType(DType::I32))
+      return fail("passes an i32 index and " + std::to_string(numOperands) +
+                  " operand(s) to '" + bodyName +
+                  "', which does not take exactly that");
+    SizeBindings bindings;
+    for (unsigned i = 0; i < numOperands; ++i) {
+      const TensorType &param = body->getParam(i + 1)->getType();
+      const TensorType &arg = op.getOperand(i)->getType();
+      std::string conflict;
+      if (!unifyParamType(param, arg, bindings, conflict))
+        return fail("passes " + arg.str() + " as operand " + std::to_string(i) +
+                    " to parameter of type " + param.str() + " of '" +
+                    bodyName + "'");
+    }
+    if (body->getReturns().size() != op.getNumResults())
+      return fail("has " + std::to_string(op.getNumResults()) +
+                  " result(s), but '" + bodyName + "' returns " +
+                  std::to_string(body->getReturns().size()));
+    for (unsigned i = 0; i < op.getNumResults(); ++i) {
+      const Value *ret = body->getReturns()[i];
+      if (!ret)
+        return;
+      TensorType expected = substituteSizes(ret->getType(), bindings);
+      if (i < carries && (expected != op.getOperand(i)->getType() ||
+                          param(body, i + 1) != ret->getType()))
+        return fail("carry " + std::to_string(i) + " enters as " +
+                    op.getOperand(i)->getType().str() + " but '" + bodyName +
+                    "' returns it as " + expected.str());
+      if (i >= carries)
+        expected.shape.insert(expected.shape.begin(), trip[0]);
+      if (op.getResult(i)->getType() != expected)
+        return fail("result " + std::to_string(i) + " has type " +
+                    op.getResult(i)->getType().str() + ", but '" + bodyName +
+                    "' gives " + expected.str());
+    }
+  }
+
+  static const TensorType &param(const Function *fn, unsigned i) {
+    return fn->getParam(i)->getType();
+  }
+
   /// The argument's dimension where `param` uses size name `name`, bound
   /// differently before.
   static Dim boundDim(const TensorType &param, const TensorType &arg,
@@ -632,12 +703,10 @@ private:
     s = State::Active;
     stack.push_back(&fn);
     for (const auto &op : fn.getOps()) {
-      if (op->getKind() != OpKind::Call)
+      llvm::StringRef name = op->getCalledFunction();
+      if (name.empty())
         continue;
-      const AttrValue *calleeAttr = op->getAttrs().find("callee");
-      const std::string *name =
-          calleeAttr ? std::get_if<std::string>(calleeAttr) : nullptr;
-      const Function *callee = name ? module.lookup(*name) : nullptr;
+      const Function *callee = module.lookup(name);
       if (!callee)
         continue; // the function verifier reports it
       if (state[callee] == State::Active)

@@ -12,6 +12,10 @@
 //    lowers to a list of values (one for a tensor), so `stack([a, b])` gets
 //    two operands, `unstack` and calls with several results give several
 //    values, and `parts[0]` just picks one;
+//  - a `for` loop's body becomes a function of its own (role LoopBody,
+//    named `f.for0`, `f.for1`, ...) taking the index, the carries and every
+//    enclosing value it uses (captured as it is met), and the loop a `for`
+//    op that runs it (docs/IR.md); `xs[t]` on a tensor is `take(xs, t)`;
 //  - an `extern fn` becomes an ExternDecl of the module and its calls
 //    `extern_call` ops;
 //  - calls of user functions (and of generated `NAME_grad`) stay `call`
@@ -109,6 +113,16 @@ public:
     attr.annotationLoc = annotation;
   }
 
+  /// A fresh name for the body of a loop in function `fn`: `fn.for0`, ...
+  std::string newLoopBodyName(llvm::StringRef fn) {
+    std::string name;
+    do
+      name = fn.str() + ".for" + std::to_string(loopCounters[fn]++);
+    while (irModule->lookup(name));
+    return name;
+  }
+  ir::Module &getIRModule() { return *irModule; }
+
   /// The IR function name of a rule instance.
   llvm::StringRef getRuleFunctionName(const RuleInstance *inst) const {
     auto it = ruleFunctionNames.find(inst);
@@ -127,13 +141,15 @@ private:
   const SourceManager &sm;
   std::unique_ptr<ir::Module> irModule;
   llvm::DenseMap<const RuleInstance *, std::string> ruleFunctionNames;
+  llvm::StringMap<unsigned> loopCounters;
 };
 
 /// Lowers the statements of one function (or rule instance) body.
 class BodyLowering {
 public:
-  BodyLowering(ModuleLowering &module, ir::Function &fn)
-      : module(module), builder(fn) {}
+  BodyLowering(ModuleLowering &module, ir::Function &fn,
+               BodyLowering *parent = nullptr)
+      : module(module), builder(fn), parent(parent) {}
 
   /// Binds a parameter name to its IR parameter(s).
   void bind(llvm::StringRef name, Values values) {
@@ -155,6 +171,10 @@ private:
   Values lowerOpCall(const CallExpr &e);
   Values lowerFnCall(const CallExpr &e);
   Values lowerIndex(const IndexExpr &e);
+  Values lowerFor(const ForExpr &e);
+  /// The values of `name` in this body; in a loop body, a name of an
+  /// enclosing body becomes a new parameter (a capture) on first use.
+  const Values *lookup(llvm::StringRef name);
   Values lowerElements(llvm::ArrayRef<ExprPtr> elements);
 
   /// Sets the GradRuleAttr of `op` from an annotation's choice.
@@ -168,6 +188,10 @@ private:
   ModuleLowering &module;
   ir::Builder builder;
   llvm::StringMap<Values> env;
+  /// For a loop body: the enclosing body, and the enclosing values that
+  /// this body's parameters after the index and carries stand for.
+  BodyLowering *parent;
+  Values captured;
 };
 
 //===----------------------------------------------------------------------===//
@@ -240,6 +264,8 @@ Values BodyLowering::lowerExpr(const Expr &e) {
     return lowerElements(llvm::cast<TupleExpr>(e).elements);
   case Expr::Kind::Index:
     return lowerIndex(llvm::cast<IndexExpr>(e));
+  case Expr::Kind::For:
+    return lowerFor(llvm::cast<ForExpr>(e));
   }
   llvm_unreachable("unknown expression kind");
 }
@@ -254,11 +280,27 @@ Values BodyLowering::lowerNumber(const NumberExpr &e) {
 }
 
 Values BodyLowering::lowerName(const NameExpr &e) {
-  auto it = env.find(e.name);
-  assert(it != env.end() && "Sema resolved every name");
-  if (it == env.end())
+  const Values *values = lookup(e.name);
+  assert(values && "Sema resolved every name");
+  if (!values)
     return {};
-  return it->second;
+  return *values;
+}
+
+const Values *BodyLowering::lookup(llvm::StringRef name) {
+  auto it = env.find(name);
+  if (it != env.end())
+    return &it->second;
+  const Values *outer = parent ? parent->lookup(name) : nullptr;
+  if (!outer)
+    return nullptr;
+  Values params;
+  for (ir::Value *v : *outer) {
+    params.push_back(
+        builder.getFunction().addParam(v->getType(), v->getName()));
+    captured.push_back(v);
+  }
+  return &(env[name] = std::move(params));
 }
 
 /// `-e` is `neg(e)`; `-2.0` is the constant -2 (unless an @override chose
@@ -354,12 +396,72 @@ Values BodyLowering::lowerFnCall(const CallExpr &e) {
 
 Values BodyLowering::lowerIndex(const IndexExpr &e) {
   Values base = lowerExpr(*e.base);
+  if (e.indexesTensor) {
+    assert(base.size() == 1 && "Sema checked that a tensor is indexed");
+    ir::Value *index = nullptr;
+    if (e.indexExpr) {
+      Values v = lowerExpr(*e.indexExpr);
+      index = v.empty() ? nullptr : v.front();
+    } else {
+      builder.setLoc(e.indexRange.begin);
+      index = builder.scalar(DType::I32, double(e.index));
+    }
+    AttrList attrs;
+    attrs.set("axis", int64_t(0));
+    builder.setLoc(e.indexRange.begin);
+    ir::Value *result =
+        builder.create1(OpKind::Take, {base.front(), index}, attrs);
+    checkTypes(e, {result});
+    return {result};
+  }
   int64_t index = e.index < 0 ? e.index + int64_t(base.size()) : e.index;
   assert(index >= 0 && index < int64_t(base.size()) &&
          "Sema checked the index");
   if (index < 0 || index >= int64_t(base.size()))
     return {};
   return {base[index]};
+}
+
+/// A loop becomes a body function `f.forN(t, carries..., captures...)`
+/// returning (new carries..., outputs...), and a `for` op whose operands
+/// are the initial carries and the captured values.
+Values BodyLowering::lowerFor(const ForExpr &e) {
+  Values inits;
+  for (const LoopCarry &c : e.carries)
+    inits.append(lowerExpr(*c.init));
+  ir::Module &m = module.getIRModule();
+  std::string name = module.newLoopBodyName(builder.getFunction().getName());
+  ir::Function *bodyFn = m.addFunction(name);
+  bodyFn->setRole(ir::Function::Role::LoopBody);
+  bodyFn->setLoc(e.getLoc());
+  BodyLowering body(module, *bodyFn, this);
+  body.bind(e.index.name,
+            {bodyFn->addParam(TensorType(DType::I32), e.index.name)});
+  for (size_t i = 0; i < e.carries.size(); ++i)
+    body.bind(e.carries[i].name.name,
+              {bodyFn->addParam(e.carryTypes[i], e.carries[i].name.name)});
+  for (const auto &stmt : e.body)
+    body.lowerLet(*llvm::cast<LetStmt>(stmt.get()));
+  bodyFn->setReturns(body.lowerExpr(*e.value));
+
+  Values operands = inits;
+  operands.append(body.captured.begin(), body.captured.end());
+  llvm::SmallVector<TensorType, 4> types(e.carryTypes.begin(),
+                                         e.carryTypes.end());
+  for (TensorType t : e.outputTypes) {
+    t.shape.insert(t.shape.begin(), e.trip);
+    types.push_back(t);
+  }
+  AttrList attrs;
+  attrs.set("body", name);
+  attrs.set("start", e.start);
+  attrs.set("trip", Shape{e.trip});
+  attrs.set("carries", int64_t(e.carries.size()));
+  builder.setLoc(e.getLoc());
+  ir::Op *op = builder.createWithTypes(OpKind::For, operands, types, attrs);
+  Values results(op->getResults().begin(), op->getResults().end());
+  checkTypes(e, results);
+  return results;
 }
 
 Values BodyLowering::lowerElements(llvm::ArrayRef<ExprPtr> elements) {

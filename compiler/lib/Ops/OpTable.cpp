@@ -540,6 +540,58 @@ bool inferSplit(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
   return true;
 }
 
+/// take(table, indices, axis): table[..., indices[j...], ...] along
+/// `axis`; the result replaces that axis by the shape of `indices` (a
+/// scalar index drops it: `xs[t]` is take(xs, t, axis = 0)).
+bool inferTake(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+               llvm::SmallVectorImpl<TensorType> &results, OpTypeError &error) {
+  const TensorType &table = ops[0], &indices = ops[1];
+  if (table.isScalar())
+    return fail(error, diag::err_op_rank, {"take", "1", table.str()});
+  if (indices.dtype != DType::I32)
+    return fail(error, diag::err_op_indices, {"take", indices.str()});
+  int64_t axis;
+  if (!readAxis("take", attrs, table.getRank(), axis, error))
+    return false;
+  TensorType result(table.dtype);
+  result.shape.append(table.shape.begin(), table.shape.begin() + axis);
+  result.shape.append(indices.shape.begin(), indices.shape.end());
+  result.shape.append(table.shape.begin() + axis + 1, table.shape.end());
+  if (result.getRank() > maxRank)
+    return fail(error, diag::err_op_result_rank,
+                {"take", result.str(), std::to_string(result.getRank()),
+                 std::to_string(maxRank)});
+  results.push_back(result);
+  return true;
+}
+
+/// scatter_add(src, indices, axis, size): the adjoint of take. Zeros with
+/// `size` along `axis`, to which each slice of `src` is added at its
+/// index: the axes of `indices` in src's shape become that one axis.
+bool inferScatterAdd(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                     llvm::SmallVectorImpl<TensorType> &results,
+                     OpTypeError &error) {
+  const TensorType &src = ops[0], &indices = ops[1];
+  if (indices.dtype != DType::I32)
+    return fail(error, diag::err_op_indices, {"scatter_add", indices.str()});
+  int64_t axis = attrs.has("axis") ? attrs.getInt("axis") : 0;
+  int64_t n = indices.getRank();
+  bool fits = axis >= 0 && axis + n <= int64_t(src.getRank());
+  for (int64_t i = 0; fits && i < n; ++i)
+    fits = src.shape[axis + i] == indices.shape[i];
+  if (!fits)
+    return fail(error, diag::err_op_broadcast,
+                {src.str(), indices.str(), "scatter_add"});
+  attrs.set("axis", axis);
+  const Shape &size = attrs.getShape("size");
+  TensorType result(src.dtype);
+  result.shape.append(src.shape.begin(), src.shape.begin() + axis);
+  result.shape.push_back(size[0]);
+  result.shape.append(src.shape.begin() + axis + n, src.shape.end());
+  results.push_back(result);
+  return true;
+}
+
 bool inferOneHot(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
                  llvm::SmallVectorImpl<TensorType> &results,
                  OpTypeError &error) {
@@ -596,6 +648,8 @@ const char *const listOperand[] = {"xs"};
 const char *const sceOperands[] = {"logits", "labels"};
 const char *const oneHotOperands[] = {"indices"};
 const char *const callOperands[] = {"args"};
+const char *const takeOperands[] = {"table", "indices"};
+const char *const scatterOperands[] = {"src", "indices"};
 
 const AttrInfo reduceAttrs[] = {{"axis", AttrKind::Axes, false},
                                 {"keepdims", AttrKind::Bool, false}};
@@ -608,9 +662,17 @@ const AttrInfo oneHotAttrs[] = {{"depth", AttrKind::Dim, true},
                                 {"dtype", AttrKind::Symbol, false}};
 const AttrInfo constantAttr[] = {{"value", AttrKind::Floats, true}};
 const AttrInfo calleeAttr[] = {{"callee", AttrKind::Symbol, true}};
+const AttrInfo scatterAttrs[] = {{"axis", AttrKind::Int, false},
+                                 {"size", AttrKind::Dim, true}};
+const AttrInfo forAttrs[] = {{"body", AttrKind::Symbol, true},
+                             {"start", AttrKind::Int, true},
+                             {"trip", AttrKind::Dim, true},
+                             {"carries", AttrKind::Int, true},
+                             {"reverse", AttrKind::Bool, false}};
 
 const bool selectDiff[] = {false, true, true};
 const bool sceDiff[] = {true, false};
+const bool indexedDiff[] = {true, false};
 
 constexpr const char *notDiffCompare =
     "a comparison's result is bool; it has no gradient";
@@ -860,6 +922,14 @@ const OpInfo opTable[] = {
      "cut a tensor along an axis into parts of given sizes",
      inferSplit},
 
+    {OpKind::Take, "take", takeOperands, false, axisAttr, indexedDiff, nullptr,
+     true, "gather along axis at i32 indices (out of range: GRADC_ERROR_INDEX)",
+     inferTake},
+    {OpKind::ScatterAdd, "scatter_add", scatterOperands, false, scatterAttrs,
+     indexedDiff, nullptr, false,
+     "zeros of size along axis, src's slices added at indices",
+     inferScatterAdd},
+
     {OpKind::OneHot,
      "one_hot",
      oneHotOperands,
@@ -912,6 +982,21 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "call of an extern C/C++ function",
+     nullptr},
+    // A counted loop: `trip` calls of the body function `body` with
+    // (index, carries..., invariants...); the first `carries` operands are
+    // the initial carries, the rest invariants. Results: the final carries,
+    // then each per-step output of the body stacked along a new first axis.
+    // Types are explicit, as for a call; the verifier checks them.
+    {OpKind::For,
+     "for",
+     callOperands,
+     true,
+     forAttrs,
+     {},
+     nullptr,
+     false,
+     "counted loop over a body function, with carries and stacked outputs",
      nullptr},
 };
 

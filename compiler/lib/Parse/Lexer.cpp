@@ -55,6 +55,8 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
     return "'true'";
   case TokenKind::KwFalse:
     return "'false'";
+  case TokenKind::KwFor:
+    return "'for'";
   case TokenKind::LParen:
     return "'('";
   case TokenKind::RParen:
@@ -97,6 +99,8 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
     return "'=='";
   case TokenKind::ExclaimEqual:
     return "'!='";
+  case TokenKind::DotDot:
+    return "'..'";
   }
   return "token";
 }
@@ -127,7 +131,8 @@ Token Lexer::lexNumber() {
   size_t begin = pos;
   bool isFloat = false;
   skipDigits();
-  if (peek() == '.') {
+  // `0..T` is a range: the '.' after the digits starts a '..'.
+  if (peek() == '.' && peek(1) != '.') {
     isFloat = true;
     ++pos;
     skipDigits();
@@ -190,6 +195,7 @@ Token Lexer::lexIdentifier() {
                        .Case("extern", TokenKind::KwExtern)
                        .Case("true", TokenKind::KwTrue)
                        .Case("false", TokenKind::KwFalse)
+                       .Case("for", TokenKind::KwFor)
                        .Default(TokenKind::Identifier);
   return make(kind, begin);
 }
@@ -285,6 +291,8 @@ bool Lexer::lexPunctuation(Token &out) {
     return next == '=' ? two(TokenKind::GreaterEqual) : one(TokenKind::Greater);
   case '!':
     return next == '=' && two(TokenKind::ExclaimEqual);
+  case '.':
+    return next == '.' && two(TokenKind::DotDot);
   default:
     return false;
   }

@@ -26,6 +26,7 @@
 #include "gradc/Parse/Lexer.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -283,6 +284,28 @@ private:
   ParsedExpr parsePrimary();
   ParsedExpr parseParenExpr();
   ParsedExpr parseListExpr();
+  ParsedExpr parseFor();
+  bool parseLoopRange(ForExpr &loop);
+  bool parseLoopCarries(ForExpr &loop, unsigned &height);
+  bool parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height);
+  /// After an error in a loop: skips the rest of its line, and a `{ ... }`
+  /// body that starts on it, so that the body's `}` does not end the
+  /// enclosing block.
+  void skipBrokenLoop() {
+    int depth = 0;
+    while (!is(TokenKind::Eof)) {
+      if (is(TokenKind::RBrace) && depth == 0)
+        return;
+      if (is(TokenKind::Newline) && depth == 0)
+        return;
+      depth += is(TokenKind::LBrace);
+      depth -= is(TokenKind::RBrace);
+      consume();
+    }
+  }
+  bool isContextualKeyword(llvm::StringRef word) {
+    return is(TokenKind::Identifier) && tok().text == word;
+  }
   ParsedExpr makeBinary(BinaryOp op, SourceLoc opLoc, ParsedExpr lhs,
                         ParsedExpr rhs);
   ParsedExpr finish(ExprPtr expr, unsigned height);
@@ -1079,16 +1102,34 @@ ParsedExpr Parser::parseCall(ParsedExpr callee) {
   return finish(std::move(call), height);
 }
 
-// index ::= [ '-' ] integer
+// index ::= [ '-' ] integer | expr
+//
+// An integer literal indexes a list, a tuple or a tensor's first axis; any
+// other expression (`xs[t]`, `xs[t + 1]`) indexes a tensor's first axis
+// and Sema checks that it is an i32 scalar.
 ParsedExpr Parser::parseIndex(ParsedExpr base) {
   Group group(*this, TokenKind::RSquare);
   SourceLoc indexBegin = tok().loc;
-  bool negative = consumeIf(TokenKind::Minus);
-  if (!is(TokenKind::Integer)) {
-    if (!is(TokenKind::Error))
-      diags.report(expectedLoc(), diag::err_index_not_literal);
-    return ParsedExpr();
+  bool literal = is(TokenKind::Integer) ||
+                 (is(TokenKind::Minus) && peekAhead(1).is(TokenKind::Integer));
+  if (literal &&
+      !peekAhead(is(TokenKind::Minus) ? 2 : 1).is(TokenKind::RSquare))
+    literal = false;
+  if (!literal) {
+    ParsedExpr index = parseExpr();
+    if (!index)
+      return index;
+    SourceRange indexRange = index.range;
+    SourceLoc end;
+    if (!group.close(end))
+      return ParsedExpr();
+    unsigned height = std::max(base.height, index.height) + 1;
+    auto e = std::make_unique<IndexExpr>(SourceRange(base.range.begin, end),
+                                         std::move(base.expr), 0, indexRange);
+    e->indexExpr = std::move(index.expr);
+    return finish(std::move(e), height);
   }
+  bool negative = consumeIf(TokenKind::Minus);
   int64_t value = 0;
   tok().text.getAsInteger(10, value); // the lexer checked the range
   SourceRange indexRange(indexBegin, tok().getEndLoc());
@@ -1135,6 +1176,8 @@ ParsedExpr Parser::parsePrimary() {
     return parseParenExpr();
   case TokenKind::LSquare:
     return parseListExpr();
+  case TokenKind::KwFor:
+    return parseFor();
   default:
     if (!is(TokenKind::Error))
       diags.report(expectedLoc(), diag::err_expected_expr);
@@ -1201,6 +1244,169 @@ ParsedExpr Parser::parseListExpr() {
   auto list = std::make_unique<ListExpr>(SourceRange(begin, end));
   list->elements = std::move(elements);
   return finish(std::move(list), height);
+}
+
+// forExpr ::= 'for' name 'in' integer '..' ( integer | name )
+//             [ 'carry' '(' name '=' expr { ',' name '=' expr } ')' ]
+//             loopBody
+//
+// `in` and `carry` are words only here: elsewhere they remain names.
+ParsedExpr Parser::parseFor() {
+  NestingGuard guard(*this);
+  if (!guard.ok())
+    return ParsedExpr();
+  SourceLoc begin = consume(); // 'for'
+  auto loop = std::make_unique<ForExpr>(SourceRange(begin, begin));
+  if (!parseIdent(loop->index, "loop index")) {
+    skipBrokenLoop();
+    return ParsedExpr();
+  }
+  if (!isContextualKeyword("in")) {
+    errorExpectedAfter("'in'", "the loop index");
+    skipBrokenLoop();
+    return ParsedExpr();
+  }
+  consume();
+  unsigned height = 1;
+  SourceLoc end;
+  if (!parseLoopRange(*loop) || !parseLoopCarries(*loop, height) ||
+      !parseLoopBody(*loop, end, height)) {
+    skipBrokenLoop();
+    return ParsedExpr();
+  }
+  auto *raw = loop.get();
+  ExprPtr expr = std::move(loop);
+  // The range runs from 'for' to the body's '}'.
+  auto ranged = std::make_unique<ForExpr>(SourceRange(begin, end));
+  std::swap(ranged->index, raw->index);
+  ranged->start = raw->start;
+  ranged->startRange = raw->startRange;
+  ranged->end = raw->end;
+  ranged->endRange = raw->endRange;
+  ranged->carries = std::move(raw->carries);
+  ranged->body = std::move(raw->body);
+  ranged->value = std::move(raw->value);
+  return finish(std::move(ranged), height);
+}
+
+// range ::= integer '..' ( integer | name )
+bool Parser::parseLoopRange(ForExpr &loop) {
+  if (!is(TokenKind::Integer))
+    return errorExpectedAfter("an integer", "'in'");
+  tok().text.getAsInteger(10, loop.start); // the lexer checked the range
+  loop.startRange = tok().getRange();
+  consume();
+  if (!expect(TokenKind::DotDot, "the start of the range"))
+    return false;
+  loop.endRange = tok().getRange();
+  if (is(TokenKind::Integer)) {
+    int64_t size = 0;
+    tok().text.getAsInteger(10, size);
+    loop.end = Dim::known(size);
+  } else if (isNameToken()) {
+    loop.end = Dim::named(tok().text);
+  } else {
+    return errorExpectedAfter("an integer or a size name", "'..'");
+  }
+  consume();
+  return true;
+}
+
+// carries ::= 'carry' '(' name '=' expr { ',' name '=' expr } ')'
+bool Parser::parseLoopCarries(ForExpr &loop, unsigned &height) {
+  if (!isContextualKeyword("carry"))
+    return true;
+  consume();
+  if (!is(TokenKind::LParen))
+    return errorExpectedAfter("'('", "'carry'");
+  Group group(*this, TokenKind::RParen);
+  bool ok = parseCommaList(TokenKind::RParen, [&] {
+    LoopCarry carry;
+    if (!parseIdent(carry.name, "carry") ||
+        !expect(TokenKind::Equal, "the carry's name"))
+      return false;
+    ParsedExpr init = parseExpr();
+    if (!init)
+      return false;
+    height = std::max(height, init.height + 1);
+    carry.init = std::move(init.expr);
+    loop.carries.push_back(std::move(carry));
+    return true;
+  });
+  SourceLoc end;
+  return ok && group.close(end);
+}
+
+// loopBody ::= [newline] '{' { newline | stmt newline } expr [newline] '}'
+//
+// The body's statements are `let`s; its last line is its value. Inside
+// the braces newlines separate statements even when the loop itself sits
+// in parentheses.
+bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
+  unsigned outerGroups = groupDepth;
+  groupDepth = 0;
+  auto restore = llvm::make_scope_exit([&] {
+    groupDepth = outerGroups;
+    skipIgnoredNewlines();
+  });
+  skipNewlines();
+  if (!is(TokenKind::LBrace))
+    return errorExpected("'{'");
+  Token open = tok();
+  consume();
+  // After an error inside the braces: skip to the '}' that closes them.
+  auto fail = [&] {
+    for (int depth = 0; !is(TokenKind::Eof) && !startsDecl(); consume()) {
+      if (is(TokenKind::RBrace) && depth-- == 0) {
+        consume();
+        break;
+      }
+      depth += is(TokenKind::LBrace);
+    }
+    return false;
+  };
+  while (true) {
+    skipNewlines();
+    if (is(TokenKind::RBrace) || is(TokenKind::Eof) || startsDecl()) {
+      if (!loop.value) {
+        errorExpected("the loop body's value");
+        return fail();
+      }
+      if (!is(TokenKind::RBrace)) {
+        diags.report(expectedLoc(), diag::err_expected_closing) << "}"
+                                                                << "{";
+        diags.report(open.loc, diag::note_opening_here) << "{";
+        return false;
+      }
+      end = tok().getEndLoc();
+      consume();
+      return true;
+    }
+    if (loop.value) {
+      diags.report(tok().loc, diag::err_loop_value_not_last);
+      return fail();
+    }
+    if (is(TokenKind::KwLet) || is(TokenKind::At)) {
+      size_t start = pos;
+      StmtPtr stmt = parseStmt();
+      if (!stmt) {
+        skipToStmtEnd(start);
+        continue;
+      }
+      loop.body.push_back(std::move(stmt));
+    } else {
+      ParsedExpr value = parseExpr();
+      if (!value)
+        return fail();
+      height = std::max(height, value.height + 1);
+      loop.value = std::move(value.expr);
+    }
+    if (!atLineEnd()) {
+      if (!is(TokenKind::Error))
+        diags.report(tok().loc, diag::err_expected_newline) << "statement";
+      return fail();
+    }
+  }
 }
 
 std::unique_ptr<Module> gradc::parseModule(const SourceManager &sm,

@@ -77,8 +77,28 @@ ExprPtr cloneNode(const Expr &e) {
   }
   case Expr::Kind::Index: {
     const auto &i = llvm::cast<IndexExpr>(e);
-    return std::make_unique<IndexExpr>(
+    auto copy = std::make_unique<IndexExpr>(
         i.getRange(), sema::cloneExpr(i.base.get()), i.index, i.indexRange);
+    copy->indexExpr = sema::cloneExpr(i.indexExpr.get());
+    copy->indexesTensor = i.indexesTensor;
+    return copy;
+  }
+  case Expr::Kind::For: {
+    const auto &f = llvm::cast<ForExpr>(e);
+    auto copy = std::make_unique<ForExpr>(f.getRange());
+    copy->index = f.index;
+    copy->start = f.start;
+    copy->startRange = f.startRange;
+    copy->end = f.end;
+    copy->endRange = f.endRange;
+    for (const LoopCarry &c : f.carries)
+      copy->carries.push_back({c.name, sema::cloneExpr(c.init.get())});
+    sema::cloneStmts(f.body, copy->body);
+    copy->value = sema::cloneExpr(f.value.get());
+    copy->trip = f.trip;
+    copy->carryTypes = f.carryTypes;
+    copy->outputTypes = f.outputTypes;
+    return copy;
   }
   }
   llvm_unreachable("unknown expression kind");

@@ -235,6 +235,11 @@ public:
   ast::ValueType checkList(ast::ListExpr &list, BodyScope &scope,
                            std::optional<DType> hint);
   ast::ValueType checkIndex(ast::IndexExpr &index, BodyScope &scope);
+  ast::ValueType checkTensorIndex(ast::IndexExpr &index, const TensorType &base,
+                                  const ast::ValueType *indexType);
+  ast::ValueType checkFor(ast::ForExpr &loop, BodyScope &scope);
+  bool bindLoopName(const ast::Ident &name, const TensorType &type,
+                    BodyScope &body);
   ast::ValueType checkCall(ast::CallExpr &call, BodyScope &scope,
                            std::optional<DType> hint);
   ast::ValueType checkFnCall(ast::CallExpr &call, const Signature &sig,

@@ -202,6 +202,8 @@ ValueType Sema::checkExprKind(Expr *expr, BodyScope &scope,
   }
   case Expr::Kind::Index:
     return checkIndex(*llvm::cast<IndexExpr>(expr), scope);
+  case Expr::Kind::For:
+    return checkFor(*llvm::cast<ForExpr>(expr), scope);
   }
   return ValueType();
 }
@@ -300,16 +302,26 @@ ValueType Sema::checkList(ListExpr &list, BodyScope &scope,
 }
 
 /// index ::= expr '[' integer ']': a constant index into a list or tuple;
-/// negative counts from the end.
+/// negative counts from the end. On a tensor, `xs[i]` is the slice at
+/// index i of its first axis: a constant (checked against a known size)
+/// or an i32 scalar expression (checked when the program runs).
 ValueType Sema::checkIndex(IndexExpr &index, BodyScope &scope) {
   ValueType base = checkExpr(index.base.get(), scope);
+  if (index.indexExpr) {
+    ValueType indexType = checkExpr(index.indexExpr.get(), scope, DType::I32);
+    if (!base.isKnown())
+      return ValueType();
+    if (!base.isTensor()) {
+      report(index.indexRange.begin, diag::err_index_list_literal)
+          << index.indexRange;
+      return ValueType();
+    }
+    return checkTensorIndex(index, base.tensor, &indexType);
+  }
   if (!base.isKnown())
     return ValueType();
-  if (base.isTensor()) {
-    report(index.base->getLoc(), diag::err_index_base)
-        << base.str() << index.base->getRange();
-    return ValueType();
-  }
+  if (base.isTensor())
+    return checkTensorIndex(index, base.tensor, nullptr);
   int64_t n = base.elements.size();
   if (index.index < -n || index.index >= n) {
     std::string what = base.kind == ValueType::List
@@ -321,6 +333,175 @@ ValueType Sema::checkIndex(IndexExpr &index, BodyScope &scope) {
   }
   return ValueType::ofTensor(
       base.elements[index.index < 0 ? index.index + n : index.index]);
+}
+
+/// `xs[i]` on a tensor of type T[D0, D1, ...] has type T[D1, ...]. A
+/// constant index must lie in [-D0, D0) when D0 is known (negative counts
+/// from the end) and in [0, D0) when D0 is a size name.
+ValueType Sema::checkTensorIndex(IndexExpr &index, const TensorType &base,
+                                 const ValueType *indexType) {
+  if (base.isScalar()) {
+    report(index.base->getLoc(), diag::err_tensor_index_scalar)
+        << base.str() << index.base->getRange();
+    return ValueType();
+  }
+  if (indexType) {
+    if (!indexType->isKnown())
+      return ValueType();
+    if (!indexType->isTensor() || indexType->tensor != TensorType(DType::I32)) {
+      report(index.indexRange.begin, diag::err_tensor_index_type)
+          << indexType->str() << index.indexRange;
+      return ValueType();
+    }
+  } else {
+    const Dim &first = base.shape.front();
+    bool inRange = first.isKnown() ? index.index >= -first.getSize() &&
+                                         index.index < first.getSize()
+                                   : index.index >= 0;
+    if (!inRange) {
+      report(index.indexRange.begin, diag::err_tensor_index_range)
+          << index.index << base.str() << index.indexRange;
+      return ValueType();
+    }
+    if (index.index < 0)
+      index.index += first.getSize();
+  }
+  index.indexesTensor = true;
+  TensorType result = base;
+  result.shape.erase(result.shape.begin());
+  return ValueType::ofTensor(result);
+}
+
+//===----------------------------------------------------------------------===//
+// Loops
+//===----------------------------------------------------------------------===//
+
+/// Binds a loop's index or carry in the body's scope; a name that is
+/// already visible is an error (there is no shadowing in the language).
+bool Sema::bindLoopName(const Ident &name, const TensorType &type,
+                        BodyScope &body) {
+  auto it = body.names.find(name.name);
+  if (it != body.names.end()) {
+    report(name.range.begin, diag::err_loop_name_taken)
+        << name.name << name.range;
+    note(it->second.range.begin, diag::note_first_definition)
+        << name.name << it->second.range;
+    return false;
+  }
+  body.names[name.name] =
+      Binding{Binding::Param, ValueType::ofTensor(type), name.range};
+  return true;
+}
+
+/// for ::= 'for' t 'in' a '..' b ['carry' '(' c = init, ... ')'] '{' ... '}'
+/// The body is checked in a scope that sees the enclosing names, `t` (an
+/// i32 scalar) and the carries (typed by their initial values). Its value
+/// lists the new carries, each of exactly its carry's type, then the
+/// per-step outputs; the loop gives the final carries and each output
+/// stacked along a new first axis of size b - a.
+ValueType Sema::checkFor(ForExpr &loop, BodyScope &scope) {
+  std::vector<std::optional<TensorType>> carryTypes;
+  for (LoopCarry &c : loop.carries) {
+    ValueType init = checkExpr(c.init.get(), scope);
+    if (init.isKnown() && !init.isTensor())
+      report(c.init->getLoc(), diag::err_loop_carry_not_tensor)
+          << c.name.name << init.str() << c.init->getRange();
+    carryTypes.push_back(init.isTensor() ? std::optional(init.tensor)
+                                         : std::nullopt);
+  }
+
+  bool ok = true;
+  if (loop.end.isNamed() && !scope.sizeNames.contains(loop.end.getName())) {
+    std::vector<std::string> known;
+    for (const auto &entry : scope.sizeNames)
+      known.push_back(entry.getKey().str());
+    llvm::sort(known);
+    report(loop.endRange.begin, diag::err_unknown_size_name)
+        << loop.end.getName() << didYouMean(loop.end.getName(), known)
+        << loop.endRange;
+    ok = false;
+  } else if (loop.end.isNamed() && loop.start != 0) {
+    report(loop.startRange.begin, diag::err_loop_named_start)
+        << loop.end.getName() << loop.start << loop.startRange;
+    ok = false;
+  } else if (loop.end.isKnown() && loop.end.getSize() < loop.start) {
+    report(loop.startRange.begin, diag::err_loop_range)
+        << loop.start << loop.end.getSize()
+        << SourceRange(loop.startRange.begin, loop.endRange.end);
+    ok = false;
+  }
+  if (ok)
+    loop.trip = loop.end.isKnown() ? Dim::known(loop.end.getSize() - loop.start)
+                                   : loop.end;
+
+  BodyScope body;
+  body.kind = scope.kind;
+  body.description = "the loop body";
+  body.names = scope.names;
+  body.laterLets = scope.laterLets;
+  body.sizeNames = scope.sizeNames;
+  body.overrides = scope.overrides;
+  body.calls = scope.calls;
+  ok &= bindLoopName(loop.index, TensorType(DType::I32), body);
+  for (size_t i = 0; i < loop.carries.size(); ++i)
+    ok &= bindLoopName(loop.carries[i].name,
+                       carryTypes[i].value_or(TensorType()), body) &&
+          carryTypes[i].has_value();
+
+  for (const auto &stmt : loop.body)
+    if (auto *let = llvm::dyn_cast_or_null<LetStmt>(stmt.get()))
+      for (const Ident &name : let->names)
+        if (!body.names.count(name.name))
+          body.laterLets.try_emplace(name.name, name.range);
+  for (auto &stmt : loop.body)
+    if (auto *let = llvm::dyn_cast_or_null<LetStmt>(stmt.get()))
+      checkLet(*let, body);
+
+  llvm::SmallVector<DType, 4> hints;
+  for (const auto &t : carryTypes)
+    if (t)
+      hints.push_back(t->dtype);
+  ValueType value = checkReturnValue(loop.value.get(), body, hints);
+  if (!value.isKnown() || !ok)
+    return ValueType();
+  if (value.kind == ValueType::List) {
+    report(loop.value->getLoc(), diag::err_loop_value_kind)
+        << value.str() << loop.value->getRange();
+    return ValueType();
+  }
+  std::vector<TensorType> values =
+      value.isTensor() ? std::vector<TensorType>{value.tensor} : value.elements;
+  if (values.size() < loop.carries.size()) {
+    report(loop.value->getLoc(), diag::err_loop_value_count)
+        << plural(values.size(), "value")
+        << (loop.carries.size() == 1
+                ? std::string("1 carry")
+                : std::to_string(loop.carries.size()) + " carries")
+        << loop.value->getRange();
+    return ValueType();
+  }
+  for (size_t i = 0; i < loop.carries.size(); ++i) {
+    if (values[i] == *carryTypes[i])
+      continue;
+    report(loop.value->getLoc(), diag::err_loop_carry_type)
+        << loop.carries[i].name.name << carryTypes[i]->str() << values[i].str()
+        << loop.value->getRange();
+    ok = false;
+  }
+  if (!ok)
+    return ValueType();
+  loop.carryTypes.assign(values.begin(), values.begin() + loop.carries.size());
+  loop.outputTypes.assign(values.begin() + loop.carries.size(), values.end());
+  ValueType result;
+  result.kind = ValueType::Tuple;
+  result.elements = loop.carryTypes;
+  for (TensorType t : loop.outputTypes) {
+    t.shape.insert(t.shape.begin(), loop.trip);
+    result.elements.push_back(t);
+  }
+  if (result.elements.size() == 1)
+    return ValueType::ofTensor(result.elements.front());
+  return result;
 }
 
 //===----------------------------------------------------------------------===//

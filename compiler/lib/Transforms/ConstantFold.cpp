@@ -154,8 +154,9 @@ private:
 bool Folder::visit(Op &op) {
   if (op.getKind() == OpKind::Constant)
     return canonicalizeConstant(op);
+  // A loop's body is another function: left alone, like a call.
   if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall ||
-      hasCustomGradient(op))
+      op.getKind() == OpKind::For || hasCustomGradient(op))
     return false;
   if (op.getKind() == OpKind::OnesLike)
     return foldOnesLike(op);

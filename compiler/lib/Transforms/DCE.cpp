@@ -50,8 +50,8 @@ llvm::StringSet<> namedFunctions(const Module &module) {
     if (fn->getCustomGrad().isSet())
       names.insert(fn->getCustomGrad().function);
     for (const auto &op : fn->getOps()) {
-      if (op->getKind() == OpKind::Call)
-        names.insert(op->getCallee());
+      if (!op->getCalledFunction().empty())
+        names.insert(op->getCalledFunction());
       if (op->getGradRule().isSet())
         names.insert(op->getGradRule().function);
     }
@@ -66,7 +66,8 @@ void removeDeadRuleInstances(Module &module) {
     llvm::StringSet<> named = namedFunctions(module);
     Function *unused = nullptr;
     for (const auto &fn : module.getFunctions())
-      if (fn->getRole() == Function::Role::RuleInstance &&
+      if ((fn->getRole() == Function::Role::RuleInstance ||
+           fn->getRole() == Function::Role::LoopBody) &&
           !named.contains(fn->getName())) {
         unused = fn.get();
         break;

@@ -159,8 +159,9 @@ bool Simplifier::visit(Op &op) {
       zeros.insert(op.getResult());
     return false;
   }
+  // A loop's body is another function: left alone, like a call.
   if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall ||
-      hasCustomGradient(op))
+      op.getKind() == OpKind::For || hasCustomGradient(op))
     return false;
   if (op.getKind() == OpKind::ZerosLike)
     return simplifyZerosLike(op);

@@ -31,6 +31,7 @@
 
 #include "Driver.h"
 
+#include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Literal.h"
 #include "gradc/IR/Verifier.h"
 
@@ -363,8 +364,8 @@ void GradientChecker::collectDeviations(
       out.stopGradients.push_back(sm.formatLoc(op->getLoc()));
     // A custom-grad function is a primitive: its body is never
     // differentiated, so only its own rule matters.
-    if (op->getKind() == OpKind::Call && !rule.isSet())
-      if (const ir::Function *callee = module.lookup(op->getCallee()))
+    if (!op->getCalledFunction().empty() && !rule.isSet())
+      if (const ir::Function *callee = module.lookup(op->getCalledFunction()))
         collectDeviations(*callee, out, seen);
   }
 }
@@ -645,6 +646,10 @@ int driver::checkCommand(Compilation &c, llvm::StringRef path,
   }
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
+    return c.finish();
+  if (backendName != "interp" &&
+      !emit::checkBackendSupport(*c.ir, backendDisplayName(backendName),
+                                 *c.diags))
     return c.finish();
   // The user's kernels are compiled for their declared element types: a
   // module that calls them is checked as it is, in f32.

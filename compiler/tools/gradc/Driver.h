@@ -66,6 +66,9 @@ struct RunBackend {
 llvm::ArrayRef<RunBackend> getRunBackends();
 /// The backend called `name`, or null.
 const RunBackend *lookupRunBackend(llvm::StringRef name);
+/// How diagnostics name the code generator behind backend `name`:
+/// "C++", "LLVM" or "loop IR".
+llvm::StringRef backendDisplayName(llvm::StringRef name);
 
 /// `gradc run FILE --call EXPR...`: compiles `path` (running `pipeline`
 /// after differentiation), evaluates each call with `backend` and prints

@@ -23,6 +23,7 @@
 
 #include "Backends.h"
 
+#include "gradc/Emit/Mangle.h"
 #include "gradc/IR/Literal.h"
 #include "gradc/Loops/Loops.h"
 
@@ -100,6 +101,14 @@ std::string listBackends() {
 
 llvm::ArrayRef<RunBackend> driver::getRunBackends() { return runBackends; }
 
+llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
+  if (name == "cpp" || name == "cpp-loops")
+    return "C++";
+  if (name == "llvm")
+    return "LLVM";
+  return "loop IR";
+}
+
 const RunBackend *driver::lookupRunBackend(llvm::StringRef name) {
   for (const RunBackend &b : runBackends)
     if (name == b.name)
@@ -142,7 +151,8 @@ private:
   bool checkSizes(const ir::Function &fn, llvm::ArrayRef<ir::Tensor> args);
 
   static bool isCallable(const ir::Function &fn) {
-    return fn.getRole() != ir::Function::Role::RuleInstance;
+    return fn.getRole() != ir::Function::Role::RuleInstance &&
+           fn.getRole() != ir::Function::Role::LoopBody;
   }
   /// `x: f32[2]` for parameter `i`.
   static std::string describeParam(const ir::Function &fn, unsigned i) {
@@ -404,6 +414,10 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
   }
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
+    return c.finish();
+  if (backendName != "interp" &&
+      !emit::checkBackendSupport(*c.ir, backendDisplayName(backendName),
+                                 *c.diags))
     return c.finish();
   addExternWrappers(*c.ir);
   // Several calls share one compilation (and the backend's compiled code):

@@ -309,6 +309,8 @@ bool outputIsInput(Compilation &c) {
 /// (unoptimised with -O0), for the host or --target/--cpu; built by the
 /// plugin (Backends.h).
 int emitLLVM(Compilation &c, bool object) {
+  if (!emit::checkBackendSupport(*c.ir, "LLVM", *c.diags))
+    return c.finish();
   const BackendPlugin *plugin = getBackendPlugin(*c.diags);
   if (!plugin)
     return c.finish();
@@ -393,6 +395,8 @@ int compileCommand(Compilation &c) {
     break;
   }
   case EmitKind::Loops: {
+    if (!emit::checkBackendSupport(*c.ir, "loop IR", *c.diags))
+      return c.finish();
     std::string error;
     std::unique_ptr<loops::LoopModule> lowered =
         loops::lowerModule(*c.ir, error);
@@ -418,6 +422,8 @@ int compileCommand(Compilation &c) {
   case EmitKind::Cpp:
   case EmitKind::Header:
   case EmitKind::Python: {
+    if (!emit::checkBackendSupport(*c.ir, "C++", *c.diags))
+      return c.finish();
     emit::EmitOptions options;
     options.moduleName = cModuleName();
     options.sourceName = llvm::sys::path::filename(inputFile).str();

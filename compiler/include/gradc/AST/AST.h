@@ -101,7 +101,8 @@ public:
     Call,
     List,
     Tuple,
-    Index
+    Index,
+    For
   };
 
   virtual ~Expr();
@@ -228,7 +229,9 @@ public:
 };
 
 /// `parts[0]`: a constant index into a list or tuple (negative counts from
-/// the end).
+/// the end); `xs[2]` or `xs[t]`: the slice of a tensor at an index of its
+/// first axis (`take(xs, t, axis = 0)`), where the index is a constant or
+/// an i32 scalar expression (`indexExpr`).
 class IndexExpr : public Expr {
 public:
   IndexExpr(SourceRange r, ExprPtr base, int64_t index, SourceRange indexRange)
@@ -237,7 +240,44 @@ public:
   ExprPtr base;
   int64_t index;
   SourceRange indexRange;
+  /// The index when it is not an integer literal; null otherwise.
+  ExprPtr indexExpr;
+  /// Set by Sema: the base is a tensor (not a list or a tuple).
+  bool indexesTensor = false;
   static bool classof(const Expr *e) { return e->getKind() == Kind::Index; }
+};
+
+/// `name = init` in a loop's `carry (...)` clause.
+struct LoopCarry {
+  Ident name;
+  ExprPtr init;
+};
+
+class Stmt;
+
+/// `for t in 0..T carry (h = h0) { let ...; value }`: a counted loop. The
+/// body sees the enclosing names, the index `t` (an i32 scalar) and the
+/// carries; its final value is the new carries, then per-step outputs,
+/// which the loop stacks along a new first axis. The loop's value is the
+/// final carries, then the stacked outputs (a tuple unless one value).
+class ForExpr : public Expr {
+public:
+  ForExpr(SourceRange r) : Expr(Kind::For, r) {}
+  ~ForExpr() override; // in AST.cpp, where Stmt is complete
+  Ident index;
+  int64_t start = 0;
+  SourceRange startRange;
+  /// The end of the range (exclusive): an integer or a size name.
+  Dim end;
+  SourceRange endRange;
+  std::vector<LoopCarry> carries;
+  std::vector<std::unique_ptr<Stmt>> body;
+  ExprPtr value;
+  /// Set by Sema: the number of iterations, and the types of the carries
+  /// and of one step's outputs.
+  Dim trip;
+  std::vector<TensorType> carryTypes, outputTypes;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::For; }
 };
 
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,7 @@
 #ifndef GRADC_EMIT_MANGLE_H
 #define GRADC_EMIT_MANGLE_H
 
+#include "gradc/Basic/Diagnostic.h"
 #include "gradc/IR/IR.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -118,8 +119,17 @@ const ir::Function *findPrimal(const ir::Module &module,
 std::vector<std::string> describeFunction(const ir::Module &module,
                                           const ir::Function &fn);
 
-/// Whether `fn` is exported (every function except rule instances).
+/// Whether `fn` is exported (every function except rule instances and
+/// loop bodies).
 bool isExported(const ir::Function &fn);
+
+/// Loops (`for`) and indexing (`take`, `scatter_add`) run in the reference
+/// interpreter only, until the backends lower them through the loop IR
+/// (docs/IR.md): reports the first such op of the module, for the backend
+/// named `backend` ("C++", "LLVM"), and returns false; true when there is
+/// none.
+bool checkBackendSupport(const ir::Module &module, llvm::StringRef backend,
+                         DiagnosticEngine &diags);
 
 } // namespace gradc::emit
 

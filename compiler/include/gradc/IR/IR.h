@@ -103,6 +103,15 @@ public:
 
   /// The callee of a `call` or `extern_call` op.
   llvm::StringRef getCallee() const { return attrs.getString("callee"); }
+  /// The function an op runs, if any: the callee of a `call`, the body of
+  /// a `for`; "" for other ops.
+  llvm::StringRef getCalledFunction() const {
+    if (kind == OpKind::Call)
+      return attrs.getString("callee");
+    if (kind == OpKind::For)
+      return attrs.getString("body");
+    return "";
+  }
 
   SourceLoc getLoc() const { return loc; }
   void setLoc(SourceLoc l) { loc = l; }
@@ -188,8 +197,18 @@ public:
   /// and the residuals, NAME_bwd takes them; docs/ABI.md), a generated
   /// NAME_value_and_grad (the results, then the gradients), or the instance
   /// of a rule at one use (internal; inlined after differentiation and
-  /// never emitted on its own).
-  enum class Role { User, Grad, Forward, Backward, ValueAndGrad, RuleInstance };
+  /// never emitted on its own), or the body of a `for` op (internal: the
+  /// loop calls it once per iteration; differentiation adds its VJP, its
+  /// tape form and its reverse body beside it, docs/IR.md).
+  enum class Role {
+    User,
+    Grad,
+    Forward,
+    Backward,
+    ValueAndGrad,
+    RuleInstance,
+    LoopBody
+  };
   Role getRole() const { return role; }
   void setRole(Role r) { role = r; }
 

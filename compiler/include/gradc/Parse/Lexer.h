@@ -40,6 +40,7 @@ enum class TokenKind : uint8_t {
   KwExtern,
   KwTrue,
   KwFalse,
+  KwFor,
   // Punctuation.
   LParen,
   RParen,
@@ -62,6 +63,7 @@ enum class TokenKind : uint8_t {
   GreaterEqual,
   EqualEqual,
   ExclaimEqual,
+  DotDot, ///< `..` in a loop's range
 };
 
 /// How a token kind is written, for messages: "'('", "identifier".

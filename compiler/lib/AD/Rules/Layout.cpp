@@ -86,9 +86,38 @@ void splitGrad(GradContext &ctx, const ir::Op &op) {
                                        axisAttr(axis)));
 }
 
+// y = take(table, idx, axis) (y[p, i, q] = table[p, idx[i], q]):
+//   dtable += scatter_add(dy, idx, axis, size = table's size along axis)
+// a repeated index receives the sum of its cotangents.
+void takeGrad(GradContext &ctx, const ir::Op &op) {
+  Value *table = op.getOperand(0);
+  if (!ctx.isActive(table))
+    return;
+  int64_t axis = op.getAttrs().getInt("axis");
+  AttrList attrs = axisAttr(axis);
+  attrs.set("size", Shape{table->getType().shape[axis]});
+  ctx.accumulate(table, ctx.builder().create1(
+                            OpKind::ScatterAdd,
+                            {ctx.adjointOf(op.getResult()), op.getOperand(1)},
+                            std::move(attrs)));
+}
+
+// z = scatter_add(src, idx, axis, size) (z[p, idx[i], q] += src[p, i, q]):
+//   dsrc += take(dz, idx, axis)
+void scatterAddGrad(GradContext &ctx, const ir::Op &op) {
+  int64_t axis = op.getAttrs().getInt("axis");
+  ctx.accumulate(
+      op.getOperand(0),
+      ctx.builder().create1(OpKind::Take,
+                            {ctx.adjointOf(op.getResult()), op.getOperand(1)},
+                            axisAttr(axis)));
+}
+
 } // namespace
 
 void gradc::ad::registerLayoutGrads(GradRegistry &registry) {
+  registry.add(OpKind::Take, takeGrad);
+  registry.add(OpKind::ScatterAdd, scatterAddGrad);
   registry.add(OpKind::Stack, stackGrad);
   registry.add(OpKind::Unstack, unstackGrad);
   registry.add(OpKind::Concat, concatGrad);

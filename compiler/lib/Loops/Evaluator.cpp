@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gradc/Loops/Loops.h"
+#include "gradc/Math.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -36,6 +37,35 @@ namespace {
 
 double wrap32(uint64_t v) { return double(int32_t(uint32_t(v))); }
 uint64_t asU64(double v) { return uint64_t(int64_t(v)); }
+
+/// An f32 intrinsic: gradc/Math.h's function, the one implementation the
+/// interpreter and both backends call (docs/Math.md), so that the
+/// evaluator agrees with them bit for bit.
+double mathF32(Intrinsic fn, float x, float y) {
+  switch (fn) {
+  case Intrinsic::Exp:
+    return gradc::exp(x);
+  case Intrinsic::Log:
+    return gradc::log(x);
+  case Intrinsic::Log1p:
+    return float(std::log1p(double(x)));
+  case Intrinsic::Sqrt:
+    return std::sqrt(x);
+  case Intrinsic::Sin:
+    return gradc::sin(x);
+  case Intrinsic::Cos:
+    return gradc::cos(x);
+  case Intrinsic::Tanh:
+    return gradc::tanh(x);
+  case Intrinsic::Pow:
+    return gradc::pow(x, y);
+  case Intrinsic::Sigmoid:
+    return gradc::sigmoid(x);
+  case Intrinsic::Softplus:
+    return gradc::softplus(x);
+  }
+  return NAN;
+}
 
 double roundTo(ScalarType t, double v) {
   switch (t) {
@@ -251,6 +281,9 @@ double Evaluator::eval(const Expr &e) {
     return evalPrim(e);
   case Expr::Kind::Intrinsic: {
     double a = eval(*e.args[0]);
+    if (e.type == ScalarType::F32)
+      return mathF32(e.fn, float(a),
+                     e.args.size() > 1 ? float(eval(*e.args[1])) : 0.0f);
     double v = NAN;
     switch (e.fn) {
     case Intrinsic::Exp:
@@ -277,6 +310,9 @@ double Evaluator::eval(const Expr &e) {
     case Intrinsic::Pow:
       v = std::pow(a, eval(*e.args[1]));
       break;
+    case Intrinsic::Sigmoid:
+    case Intrinsic::Softplus:
+      break; // f32 only (legalisation expands f64)
     }
     return roundTo(e.type, v);
   }

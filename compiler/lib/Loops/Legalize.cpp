@@ -142,9 +142,15 @@ ExprPtr loops::legalizeScalar(OpKind kind, std::vector<ExprPtr> ops,
     ExprPtr &x = ops[0];
     return keepNaN(x, select(prim(PrimOp::Gt, cl(x), c(t, 0)), cl(x), c(t, 0)));
   }
+  // f32 calls the math library's own functions (docs/Math.md), as the
+  // interpreter and both backends do; f64 is expanded here.
   case OpKind::Sigmoid:
+    if (t == ScalarType::F32)
+      return intrinsic(Intrinsic::Sigmoid, std::move(ops[0]));
     return sigmoid(cast(wide, std::move(ops[0])));
   case OpKind::Softplus:
+    if (t == ScalarType::F32)
+      return intrinsic(Intrinsic::Softplus, std::move(ops[0]));
     return softplus(cast(wide, std::move(ops[0])));
   case OpKind::Square:
     return prim(PrimOp::Mul, cl(ops[0]), cl(ops[0]));

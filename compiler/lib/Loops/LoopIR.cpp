@@ -125,6 +125,10 @@ llvm::StringRef loops::intrinsicName(Intrinsic f) {
     return "tanh";
   case Intrinsic::Pow:
     return "pow";
+  case Intrinsic::Sigmoid:
+    return "sigmoid";
+  case Intrinsic::Softplus:
+    return "softplus";
   }
   return "?";
 }

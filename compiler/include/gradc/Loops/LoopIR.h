@@ -84,7 +84,21 @@ bool isComparison(PrimOp op);
 /// Math functions on f32 or f64. A plain enum so that each printer maps
 /// it to one runtime function; the contract (docs/Loops.md): the result
 /// is the exact value rounded to the argument's type.
-enum class Intrinsic : uint8_t { Exp, Log, Log1p, Sqrt, Sin, Cos, Tanh, Pow };
+/// `Sigmoid` and `Softplus` are f32 only: gradc/Math.h has them as
+/// functions of their own (docs/Math.md), which every backend calls; f64
+/// legalises them into primitives.
+enum class Intrinsic : uint8_t {
+  Exp,
+  Log,
+  Log1p,
+  Sqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Pow,
+  Sigmoid,
+  Softplus,
+};
 
 llvm::StringRef intrinsicName(Intrinsic f);
 unsigned intrinsicArity(Intrinsic f);

@@ -70,10 +70,25 @@ static const BackendPlugin *load(std::string &error) {
   return nullptr;
 }
 
-/// The plugin, loaded once; null with `why` set if it could not be.
+static std::vector<std::string> &llvmArgs() {
+  static std::vector<std::string> args;
+  return args;
+}
+
+void driver::setLLVMArgs(std::vector<std::string> args) {
+  llvmArgs() = std::move(args);
+}
+
+/// The plugin, loaded once and given the `-mllvm` arguments; null with
+/// `why` set if it could not be.
 static const BackendPlugin *loadOnce(std::string &why) {
   static std::string loadError;
-  static const BackendPlugin *plugin = load(loadError);
+  static const BackendPlugin *plugin = [] {
+    const BackendPlugin *p = load(loadError);
+    if (p && !llvmArgs().empty() && !p->parseLLVMOptions(llvmArgs(), loadError))
+      p = nullptr;
+    return p;
+  }();
   if (!plugin)
     why = loadError;
   return plugin;

@@ -70,10 +70,15 @@ struct BackendPlugin {
   bool (*loadExterns)(const ir::Module &module,
                       const clangjit::ExternOptions &options,
                       std::string &error);
+  /// `-mllvm ARG...`: parsed by the plugin's own copy of LLVM's command
+  /// line (where -pass-remarks and the other LLVM options live; the
+  /// driver's static LLVMSupport does not know them).
+  bool (*parseLLVMOptions)(const std::vector<std::string> &args,
+                           std::string &error);
 };
 
 /// Changes whenever BackendPlugin or what its functions mean changes.
-inline constexpr unsigned backendPluginVersion = 1;
+inline constexpr unsigned backendPluginVersion = 2;
 
 /// The C name of the function, `const BackendPlugin *()`, that the plugin
 /// exports.
@@ -88,6 +93,8 @@ const BackendPlugin *getBackendPlugin(DiagnosticEngine &diags);
 /// The same, with the reason as a string (for the run backends, which
 /// report their errors as strings).
 const BackendPlugin *getBackendPlugin(std::string &error);
+/// The `-mllvm` arguments, handed to the plugin when it loads.
+void setLLVMArgs(std::vector<std::string> args);
 
 } // namespace gradc::driver
 

@@ -16,6 +16,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -54,12 +55,22 @@ bool emitLLVM(const ir::Module &module, const emit::LLVMOptions &options,
   return true;
 }
 
+bool parseLLVMOptions(const std::vector<std::string> &args,
+                      std::string &error) {
+  std::vector<const char *> argv = {"gradc -mllvm"};
+  for (const std::string &a : args)
+    argv.push_back(a.c_str());
+  llvm::raw_string_ostream errs(error);
+  return llvm::cl::ParseCommandLineOptions(int(argv.size()), argv.data(), "",
+                                           &errs);
+}
+
 const BackendPlugin plugin = {
     backendPluginVersion,           emitLLVM,
     emit::runWithLLVMJIT,           clangjit::runWithClangJIT,
     clangjit::checkExternHeaders,   clangjit::getExternCompilerArgs,
     clangjit::setGeneratedCodeArgs, clangjit::setInjectedSource,
-    clangjit::loadExterns,
+    clangjit::loadExterns,          parseLLVMOptions,
 };
 
 } // namespace

@@ -129,6 +129,12 @@ cl::opt<std::string> targetCPU(
              "with --target)"),
     cl::value_desc("CPU"), cl::init(""), cl::cat(gradcCategory));
 
+cl::list<std::string> llvmArgs(
+    "mllvm",
+    cl::desc("Pass ARG to LLVM's own options, e.g. "
+             "-mllvm -pass-remarks=loop-vectorize (loads the LLVM backend)"),
+    cl::value_desc("ARG"), cl::cat(gradcCategory));
+
 cl::list<std::string>
     callExprs("call",
               cl::desc("The call to evaluate (repeat for several calls)"),
@@ -460,6 +466,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(gradcCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "gradc: a source-to-source gradient compiler\n");
+  setLLVMArgs({llvmArgs.begin(), llvmArgs.end()});
   // Printed when main returns, after every phase's region has closed.
   struct PrintTimes {
     std::unique_ptr<PhaseTimer> timer;

@@ -51,6 +51,10 @@ const RunBackend runBackends[] = {
      "the C++ backend's code compiled in-process by Clang, run by ORC's JIT "
      "(lib/ClangJIT)",
      clangjit::runWithClangJIT},
+    {"cpp-loops",
+     "the loop IR (after its passes) printed as C++ (lib/Emit/PrintCpp), "
+     "compiled in-process by Clang like cpp",
+     clangjit::runWithClangJITLoops},
     {"loops",
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
      "the interpreter's numerics",

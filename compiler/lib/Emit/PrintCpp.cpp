@@ -64,6 +64,34 @@ std::vector<std::string> wrap(llvm::StringRef text, unsigned width) {
   return lines;
 }
 
+/// `head` + the parameters joined by ", " + `tail`, on one line if it
+/// fits, else with the parameters aligned after the parenthesis (or, after
+/// a long head, on lines of their own indented by 4), as clang-format's
+/// LLVM style lays out a declaration.
+std::string declaration(const std::string &head,
+                        const std::vector<std::string> &params,
+                        const std::string &tail) {
+  std::string one = head + llvm::join(params, ", ") + tail;
+  if (one.size() <= lineLimit)
+    return one;
+  bool afterParen = head.size() > 40;
+  std::string text = afterParen ? head + "\n    " : head;
+  size_t col = afterParen ? 4 : head.size(), cur = col;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string piece = params[i] + (i + 1 < params.size() ? "," : tail);
+    if (i > 0 && cur + 1 + piece.size() > lineLimit) {
+      text += "\n" + std::string(col, ' ');
+      cur = col;
+    } else if (i > 0) {
+      text += ' ';
+      ++cur;
+    }
+    text += piece;
+    cur += piece.size();
+  }
+  return text;
+}
+
 /// The C++ type of a scalar expression.
 llvm::StringRef cType(ScalarType t) {
   switch (t) {
@@ -513,13 +541,14 @@ void FunctionPrinter::declarations() {
     if (!s.first)
       continue;
     blank();
-    double n = 1;
     // A stack buffer has a known size (buffer planning's rule).
-    const Expr &count = *s.first->numElements();
-    if (count.kind == Expr::Kind::Const)
-      n = std::max(1.0, count.value);
+    int64_t n = 1;
+    for (const Dim &d : s.first->shape) {
+      assert(d.isKnown() && "a stack buffer has a known size");
+      n *= d.getSize();
+    }
     line("alignas(16) " + cTypeName(s.first->dtype).str() + " " + s.name +
-         "[" + std::to_string(int64_t(n)) + "];");
+         "[" + std::to_string(std::max<int64_t>(n, 1)) + "];");
   }
   for (const auto &bp : fn.buffers) {
     const Buffer *b = bp.get();
@@ -713,8 +742,10 @@ std::string FunctionPrinter::signature() const {
     text += "// " + l + "\n";
   std::string linkage =
       isExported(irFn) ? "extern \"C\" int " : "static int ";
-  return text + linkage + cSymbolName(options.moduleName, fn.name) + "(" +
-         llvm::join(decls, ", ") + ") {\n";
+  return text +
+         declaration(linkage + cSymbolName(options.moduleName, fn.name) + "(",
+                     decls, ") {") +
+         "\n";
 }
 
 void FunctionPrinter::run() {
@@ -777,9 +808,11 @@ bool emit::printCppFromLoops(const ir::Module &module,
     std::vector<std::string> decls;
     for (const CParam &p : getCParams(module, *irFn, scope))
       decls.push_back(cParamDecl(p));
-    text += (isExported(*irFn) ? "extern \"C\" int " : "static int ") +
-            cSymbolName(options.moduleName, f->name) + "(" +
-            llvm::join(decls, ", ") + ");\n";
+    text += declaration((isExported(*irFn) ? "extern \"C\" int "
+                                           : "static int ") +
+                            cSymbolName(options.moduleName, f->name) + "(",
+                        decls, ");") +
+            "\n";
   }
   for (const auto &[f, irFn] : fns) {
     text += "\n";

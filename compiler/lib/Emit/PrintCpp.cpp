@@ -292,8 +292,8 @@ Text FunctionPrinter::literal(ScalarType t, double v) {
     if (std::isnan(v))
       return {"std::numeric_limits<" + type + ">::quiet_NaN()", Atom};
     if (std::isinf(v))
-      return {(v < 0 ? "-" : "") + ("std::numeric_limits<" + type +
-                                    ">::infinity()"),
+      return {(v < 0 ? "-" : "") +
+                  ("std::numeric_limits<" + type + ">::infinity()"),
               v < 0 ? Unary : Atom};
     char buf[64];
     if (v == std::trunc(v) && std::fabs(v) < 1e15)
@@ -386,7 +386,9 @@ Text FunctionPrinter::primExpr(const Expr &e) const {
       return fn("gradc::wrapNeg");
     return {"-" + paren(expr(*e.args[0]), Atom), Unary};
   case PrimOp::Abs:
-    return fn(isI32 ? "gradc::wrapAbs" : isFloatType(t) ? "std::fabs" : "std::abs");
+    return fn(isI32            ? "gradc::wrapAbs"
+              : isFloatType(t) ? "std::fabs"
+                               : "std::abs");
   case PrimOp::Not:
     return {"!" + paren(expr(*e.args[0]), Atom), Unary};
   case PrimOp::IsNaN:
@@ -547,8 +549,8 @@ void FunctionPrinter::declarations() {
       assert(d.isKnown() && "a stack buffer has a known size");
       n *= d.getSize();
     }
-    line("alignas(16) " + cTypeName(s.first->dtype).str() + " " + s.name +
-         "[" + std::to_string(std::max<int64_t>(n, 1)) + "];");
+    line("alignas(16) " + cTypeName(s.first->dtype).str() + " " + s.name + "[" +
+         std::to_string(std::max<int64_t>(n, 1)) + "];");
   }
   for (const auto &bp : fn.buffers) {
     const Buffer *b = bp.get();
@@ -565,8 +567,8 @@ void FunctionPrinter::declarations() {
       for (const Slot &s : b->kind == Buffer::Kind::Scratch ? scratch : stack)
         if (s.name == slot)
           sameType = s.first->dtype == b->dtype;
-      std::string ptr = b->kind == Buffer::Kind::Scratch ? slot + ".data()"
-                                                          : slot;
+      std::string ptr =
+          b->kind == Buffer::Kind::Scratch ? slot + ".data()" : slot;
       if (!sameType)
         ptr = "reinterpret_cast<" + type + " *>(" + ptr + ")";
       line(type + " *" + bufferName(b) + " = " + ptr + ";");
@@ -581,7 +583,8 @@ void FunctionPrinter::declarations() {
       std::vector<std::string> items;
       for (double d : b->data)
         items.push_back(literal(fromDType(b->dtype), d).s);
-      std::string head = "static const " + type + " " + bufferName(b) + "[] = {";
+      std::string head =
+          "static const " + type + " " + bufferName(b) + "[] = {";
       std::string all = head + llvm::join(items, ", ") + "};";
       if (all.size() + indent <= lineLimit) {
         line(all);
@@ -591,8 +594,8 @@ void FunctionPrinter::declarations() {
       std::string cur;
       for (size_t i = 0; i < items.size(); ++i) {
         std::string piece = items[i] + (i + 1 < items.size() ? "," : "");
-        if (!cur.empty() && indent + 4 + cur.size() + 1 + piece.size() >
-                                lineLimit) {
+        if (!cur.empty() &&
+            indent + 4 + cur.size() + 1 + piece.size() > lineLimit) {
           line("    " + cur);
           cur.clear();
         }
@@ -740,8 +743,7 @@ std::string FunctionPrinter::signature() const {
   }
   for (const std::string &l : wrap(sourceSignature(irFn), lineLimit - 3))
     text += "// " + l + "\n";
-  std::string linkage =
-      isExported(irFn) ? "extern \"C\" int " : "static int ";
+  std::string linkage = isExported(irFn) ? "extern \"C\" int " : "static int ";
   return text +
          declaration(linkage + cSymbolName(options.moduleName, fn.name) + "(",
                      decls, ") {") +
@@ -808,11 +810,11 @@ bool emit::printCppFromLoops(const ir::Module &module,
     std::vector<std::string> decls;
     for (const CParam &p : getCParams(module, *irFn, scope))
       decls.push_back(cParamDecl(p));
-    text += declaration((isExported(*irFn) ? "extern \"C\" int "
-                                           : "static int ") +
-                            cSymbolName(options.moduleName, f->name) + "(",
-                        decls, ");") +
-            "\n";
+    text +=
+        declaration((isExported(*irFn) ? "extern \"C\" int " : "static int ") +
+                        cSymbolName(options.moduleName, f->name) + "(",
+                    decls, ");") +
+        "\n";
   }
   for (const auto &[f, irFn] : fns) {
     text += "\n";

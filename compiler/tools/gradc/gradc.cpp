@@ -82,11 +82,11 @@ cl::opt<EmitKind> emitKind(
                clEnumValN(EmitKind::Obj, "obj", "an object file")),
     cl::cat(gradcCategory));
 
-cl::opt<std::string> lowerTo(
-    "lower",
-    cl::desc("With --emit=cpp: 'loops' prints the loop IR (after its "
-             "passes) as C++ instead of the default emitter's code"),
-    cl::value_desc("loops"), cl::init(""), cl::cat(gradcCategory));
+cl::opt<std::string>
+    lowerTo("lower",
+            cl::desc("With --emit=cpp: 'loops' prints the loop IR (after its "
+                     "passes) as C++ instead of the default emitter's code"),
+            cl::value_desc("loops"), cl::init(""), cl::cat(gradcCategory));
 
 cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
                                 cl::value_desc("OUT"), cl::init("-"),

@@ -93,8 +93,7 @@ bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
 /// The same through the loop IR's C++ printer: the `cpp-loops` row.
 bool runWithClangJITLoops(const ir::Module &module, llvm::StringRef fnName,
                           llvm::ArrayRef<ir::Tensor> args,
-                          std::vector<ir::Tensor> &results,
-                          std::string &error);
+                          std::vector<ir::Tensor> &results, std::string &error);
 
 } // namespace gradc::clangjit
 

@@ -6,7 +6,8 @@ that holds the hand-written reference):
 
 1. compiles NAME.grad with gradc twice, timed: the C++ backend
    (--emit=cpp --module-name=NAME_cpp, then g++ -O3 -march=native
-   -DGRADC_USE_BLAS) and the LLVM backend (--emit=obj --blas
+   -DGRADC_USE_BLAS; --lower=loops: the loop IR's C++ printer instead) and
+   the LLVM backend (--emit=obj --blas
    --module-name=NAME_llvm), both with --value-and-grad (--no-blas: without
    BLAS), and links them with the harness into one program;
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
@@ -199,7 +200,8 @@ def build(name, args, work):
     blas_llvm = [] if args.no_blas else ["--blas"]
     times["gradc --emit=cpp"], _ = run(
         [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
-         "-o", o(name + "_cpp.cpp")] + vg)
+         "-o", o(name + "_cpp.cpp")] + vg +
+        (["--lower=" + args.lower] if args.lower else []))
     run([gradc, grad, "--emit=header", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.h")] + vg)
     times["g++ -O3 of it"], _ = run(
@@ -341,6 +343,10 @@ def main():
     p.add_argument("--cxxflags", default="",
                    help="extra flags for the C++ backend and the harness")
     p.add_argument("--libs", default="-lopenblas")
+    p.add_argument("--lower", default="",
+                   help="'loops': the C++ column is the loop IR's printer "
+                        "(gradc --emit=cpp --lower=loops) instead of the "
+                        "default emitter")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")

@@ -33,6 +33,7 @@
 #include "gradc/Emit/EmitCpp.h"
 #include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/PrintCpp.h"
 
 #include "clang/Basic/Diagnostic.h"
 #include "clang/Basic/DiagnosticLex.h"
@@ -425,7 +426,7 @@ clangjit::compileSource(llvm::StringRef source, llvm::StringRef mainPathRef,
 }
 
 bool clangjit::emitJITSource(const ir::Module &module, std::string &source,
-                             std::string &error) {
+                             std::string &error, bool viaLoops) {
   SourceManager noSources;
   MessageCollector messages;
   DiagnosticEngine diags(noSources, messages);
@@ -434,7 +435,14 @@ bool clangjit::emitJITSource(const ir::Module &module, std::string &source,
   options.sourceName = sourceFileName;
   source.clear();
   llvm::raw_string_ostream os(source);
-  if (!emit::emitCpp(module, options, os, diags)) {
+  if (viaLoops) {
+    std::string printError;
+    if (!emit::printCppFromLoops(module, options, os, printError)) {
+      error = DiagnosticEngine::formatMessage(diag::err_clang_jit_cannot_emit,
+                                              {printError});
+      return false;
+    }
+  } else if (!emit::emitCpp(module, options, os, diags)) {
     error = DiagnosticEngine::formatMessage(diag::err_clang_jit_cannot_emit,
                                             {messages.message});
     return false;
@@ -450,9 +458,10 @@ bool clangjit::emitJITSource(const ir::Module &module, std::string &source,
 }
 
 std::unique_ptr<emit::JITModule>
-clangjit::compileModule(const ir::Module &module, std::string &error) {
+clangjit::compileModule(const ir::Module &module, std::string &error,
+                        bool viaLoops) {
   std::string source;
-  if (!emitJITSource(module, source, error))
+  if (!emitJITSource(module, source, error, viaLoops))
     return nullptr;
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvmModule =
@@ -474,6 +483,20 @@ bool clangjit::runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
       module, "cpp",
       [&](std::string &compileError) {
         return compileModule(module, compileError);
+      },
+      error);
+  return jit && jit->call(fnName, args, results, error);
+}
+
+bool clangjit::runWithClangJITLoops(const ir::Module &module,
+                                    llvm::StringRef fnName,
+                                    llvm::ArrayRef<ir::Tensor> args,
+                                    std::vector<ir::Tensor> &results,
+                                    std::string &error) {
+  emit::JITModule *jit = emit::getCachedJITModule(
+      module, "cpp-loops",
+      [&](std::string &compileError) {
+        return compileModule(module, compileError, /*viaLoops=*/true);
       },
       error);
   return jit && jit->call(fnName, args, results, error);

@@ -68,6 +68,7 @@ bool parseLLVMOptions(const std::vector<std::string> &args,
 const BackendPlugin plugin = {
     backendPluginVersion,           emitLLVM,
     emit::runWithLLVMJIT,           clangjit::runWithClangJIT,
+    clangjit::runWithClangJITLoops,
     clangjit::checkExternHeaders,   clangjit::getExternCompilerArgs,
     clangjit::setGeneratedCodeArgs, clangjit::setInjectedSource,
     clangjit::loadExterns,          parseLLVMOptions,

@@ -70,14 +70,17 @@ compileSource(llvm::StringRef source, llvm::StringRef mainPath,
 /// translation unit with module name emit::jitModuleName, followed by one
 /// trampoline per exported function with the signature and name that
 /// emit::JITModule calls (see emit::jitWrapperName). False with `error`
-/// set when the C++ backend cannot emit the module.
+/// set when the C++ backend cannot emit the module. With `viaLoops`, the
+/// translation unit is the loop IR's C++ printer's (emit::printCppFromLoops)
+/// instead of EmitCpp's.
 bool emitJITSource(const ir::Module &module, std::string &source,
-                   std::string &error);
+                   std::string &error, bool viaLoops = false);
 
 /// emitJITSource, compileCpp and emit::JITModule::createFromLLVMModule in
 /// a row: every exported function of `module`, ready to call.
 std::unique_ptr<emit::JITModule> compileModule(const ir::Module &module,
-                                               std::string &error);
+                                               std::string &error,
+                                               bool viaLoops = false);
 
 /// A test hook (`gradc run --cpp-jit-inject=TEXT`): text appended to the
 /// generated C++ that the cpp backend compiles, so that a lit test can make
@@ -91,6 +94,11 @@ void setInjectedSource(std::string text);
 bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
                      llvm::ArrayRef<ir::Tensor> args,
                      std::vector<ir::Tensor> &results, std::string &error);
+
+/// The same through the loop IR's C++ printer: the `cpp-loops` row.
+bool runWithClangJITLoops(const ir::Module &module, llvm::StringRef fnName,
+                          llvm::ArrayRef<ir::Tensor> args,
+                          std::vector<ir::Tensor> &results, std::string &error);
 
 } // namespace gradc::clangjit
 

@@ -1,0 +1,825 @@
+//===- PrintCpp.cpp - The C++ printer of the loop IR ----------------------===//
+//
+// Prints a lowered module (after the loop passes) as C++ over
+// gradc/Runtime.h, one statement of the loop IR at a time: a `for` per
+// loop, an assignment per store or accumulation, an `if (...) return
+// STATUS;` per check, a gradc::matmul per kernel call and a call (with its
+// status checked) per call. Nothing here knows what an op was: lowering
+// made every op primitive, and the loop passes fused and planned it.
+//
+// The ABI is EmitCpp's, from the same places: symbols and parameters from
+// Mangle.h (getCParams), the size checks from SizeChecks.h, the status
+// codes of docs/ABI.md. A parameter that no statement reads
+// (LoopFunction::isParamRead) keeps its name in a comment.
+//
+// Each expression prints with C++'s precedence, parenthesised only where
+// needed; each primitive maps to the one runtime function with its
+// semantics (docs/Loops.md): i32 arithmetic wraps (gradc::wrapAdd, ...),
+// the NaN-propagating max/min are gradc::maximum/minimum, a float select
+// is gradc::select, exp/log/tanh are the runtime's, the other intrinsics
+// <cmath>'s.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Emit/PrintCpp.h"
+
+#include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/SizeChecks.h"
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Path.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+using namespace gradc;
+using namespace gradc::emit;
+using namespace gradc::loops;
+
+namespace {
+
+constexpr unsigned lineLimit = 80;
+
+/// `text` broken into lines of at most `width` characters at spaces.
+std::vector<std::string> wrap(llvm::StringRef text, unsigned width) {
+  std::vector<std::string> lines;
+  std::string cur;
+  llvm::SmallVector<llvm::StringRef, 16> words;
+  text.split(words, ' ', -1, false);
+  for (llvm::StringRef w : words) {
+    if (!cur.empty() && cur.size() + 1 + w.size() > width) {
+      lines.push_back(cur);
+      cur.clear();
+    }
+    cur += (cur.empty() ? "" : " ") + w.str();
+  }
+  if (!cur.empty())
+    lines.push_back(cur);
+  return lines;
+}
+
+/// `head` + the parameters joined by ", " + `tail`, on one line if it
+/// fits, else with the parameters aligned after the parenthesis (or, after
+/// a long head, on lines of their own indented by 4), as clang-format's
+/// LLVM style lays out a declaration.
+std::string declaration(const std::string &head,
+                        const std::vector<std::string> &params,
+                        const std::string &tail) {
+  std::string one = head + llvm::join(params, ", ") + tail;
+  if (one.size() <= lineLimit)
+    return one;
+  bool afterParen = head.size() > 40;
+  std::string text = afterParen ? head + "\n    " : head;
+  size_t col = afterParen ? 4 : head.size(), cur = col;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string piece = params[i] + (i + 1 < params.size() ? "," : tail);
+    if (i > 0 && cur + 1 + piece.size() > lineLimit) {
+      text += "\n" + std::string(col, ' ');
+      cur = col;
+    } else if (i > 0) {
+      text += ' ';
+      ++cur;
+    }
+    text += piece;
+    cur += piece.size();
+  }
+  return text;
+}
+
+/// The C++ type of a scalar expression.
+llvm::StringRef cType(ScalarType t) {
+  switch (t) {
+  case ScalarType::F32:
+    return "float";
+  case ScalarType::F64:
+    return "double";
+  case ScalarType::I32:
+    return "int32_t";
+  case ScalarType::Bool:
+    return "bool";
+  case ScalarType::Index:
+    return "int64_t";
+  }
+  llvm_unreachable("unknown scalar type");
+}
+
+/// The status of docs/ABI.md that a failed check returns; the messages are
+/// the lowering's (lib/Loops), which are the interpreter's errors.
+const char *statusOfCheck(llvm::StringRef message) {
+  if (message.contains("division by zero"))
+    return "GRADC_ERROR_DIV_ZERO";
+  if (message.contains("out of range"))
+    return "GRADC_ERROR_INDEX";
+  llvm::report_fatal_error("PrintCpp: no ABI status for the check '" +
+                           llvm::Twine(message) + "'");
+}
+
+/// A printed expression and its precedence (higher binds tighter).
+struct Text {
+  std::string s;
+  int prec;
+};
+
+enum Prec : int {
+  Ternary = 20,
+  LogicalOr = 30,
+  LogicalAnd = 40,
+  Equality = 55,
+  Relational = 60,
+  Additive = 70,
+  Multiplicative = 80,
+  Unary = 90,
+  Atom = 100,
+};
+
+/// The printer of one function.
+class FunctionPrinter {
+public:
+  FunctionPrinter(const ir::Module &module, const LoopFunction &fn,
+                  const ir::Function &irFn, const EmitOptions &options,
+                  std::string &out)
+      : module(module), fn(fn), irFn(irFn), options(options), out(out) {}
+
+  void run();
+
+private:
+  // Names.
+  void nameEverything();
+  std::string bufferName(const Buffer *b) const { return names.lookup(b); }
+  bool isScalarParam(const Buffer *b) const {
+    return b->kind == Buffer::Kind::Param && b->shape.empty();
+  }
+  /// The buffer's first element as a pointer expression.
+  std::string pointerOf(const Buffer *b) const;
+  /// `b[index]`, or the scalar itself for a local or a scalar parameter.
+  std::string elementOf(const Buffer *b, const Expr &index) const;
+
+  // Expressions.
+  Text expr(const Expr &e) const;
+  Text primExpr(const Expr &e) const;
+  std::string flat(const Expr &e) const { return expr(e).s; }
+  static std::string paren(const Text &t, int min) {
+    return t.prec < min ? "(" + t.s + ")" : t.s;
+  }
+  static Text literal(ScalarType t, double v);
+
+  // Statements.
+  void line(const std::string &text) {
+    out += std::string(indent, ' ') + text + "\n";
+  }
+  bool afterBrace() const {
+    return out.size() >= 2 && out[out.size() - 2] == '{';
+  }
+  void comment(const Origin &origin);
+  void prologue();
+  void declarations();
+  void block(const Block &b);
+  void stmt(const Stmt &s);
+  void forLoop(const Stmt &s);
+  void accumulate(const Stmt &s);
+  void call(const Stmt &s);
+  std::string signature() const;
+
+  const ir::Module &module;
+  const LoopFunction &fn;
+  const ir::Function &irFn;
+  const EmitOptions &options;
+  std::string &out;
+
+  NameScope scope;
+  std::vector<CParam> cparams;
+  /// For each C parameter that is an input, its parameter number.
+  std::vector<unsigned> inputPosition;
+  llvm::StringMap<std::string> sizeNames;
+  llvm::DenseMap<const Buffer *, std::string> names;
+  /// Loop variable number -> its C++ name, while its loop is open.
+  llvm::DenseMap<unsigned, std::string> loopVars;
+  std::vector<std::string> depthNames;
+  unsigned depth = 0;
+  std::string statusName, divStatusName;
+  bool dividesI32 = false;
+  unsigned indent = 2;
+  std::string lastComment;
+};
+
+//===--- Names ------------------------------------------------------------===//
+
+void FunctionPrinter::nameEverything() {
+  // The callees' symbols first, so that no local hides one.
+  walk(fn.body, [&](const Stmt &s) {
+    if (s.kind != Stmt::Kind::Call)
+      return;
+    if (s.isExtern)
+      scope.reserve(s.callee);
+    else
+      scope.reserve(cSymbolName(options.moduleName, s.callee));
+  });
+  cparams = getCParams(module, irFn, scope);
+  // Parameters and outputs are named by the signature: the inputs in
+  // order, the outputs by result.
+  unsigned input = 0;
+  for (CParam &p : cparams) {
+    if (p.kind == CParamKind::Size)
+      sizeNames[p.sourceName] = p.name;
+    if (p.kind == CParamKind::Input) {
+      for (const Buffer *b : fn.params)
+        if (b->position == input)
+          names[b] = p.name;
+      inputPosition.push_back(input++);
+    } else {
+      inputPosition.push_back(~0u);
+    }
+    for (const Buffer *b : fn.outputs)
+      if (p.kind == CParamKind::Output && b->position == p.resultIndex)
+        names[b] = p.name;
+  }
+  for (const auto &b : fn.buffers) {
+    if (names.count(b.get()))
+      continue;
+    // Temporaries without a source name are numbered: `t3`.
+    std::string base = b->name;
+    if (base.empty() || llvm::isDigit(base[0]))
+      base = "t" + base;
+    names[b.get()] = scope.claim(base);
+  }
+  statusName = scope.claim("status");
+  divStatusName = scope.claim("div_status");
+  const llvm::StringRef candidates[] = {"i", "j", "k", "l"};
+  for (unsigned d = 0; d < 32; ++d) {
+    std::string v = d < 4 ? candidates[d].str() : "i" + std::to_string(d);
+    while (scope.isTaken(v))
+      v += "_";
+    scope.reserve(v);
+    depthNames.push_back(v);
+  }
+}
+
+std::string FunctionPrinter::pointerOf(const Buffer *b) const {
+  if (isScalarParam(b) || b->kind == Buffer::Kind::Local)
+    return "&" + bufferName(b);
+  return bufferName(b);
+}
+
+std::string FunctionPrinter::elementOf(const Buffer *b,
+                                       const Expr &index) const {
+  if (isScalarParam(b) || b->kind == Buffer::Kind::Local)
+    return bufferName(b);
+  return bufferName(b) + "[" + flat(index) + "]";
+}
+
+//===--- Expressions ------------------------------------------------------===//
+
+Text FunctionPrinter::literal(ScalarType t, double v) {
+  switch (t) {
+  case ScalarType::Bool:
+    return {v != 0 ? "true" : "false", Atom};
+  case ScalarType::Index:
+  case ScalarType::I32: {
+    int64_t i = static_cast<int64_t>(v);
+    if (t == ScalarType::I32 && i == std::numeric_limits<int32_t>::min())
+      return {"(-2147483647 - 1)", Atom};
+    return {std::to_string(i), i < 0 ? Unary : Atom};
+  }
+  case ScalarType::F32:
+  case ScalarType::F64: {
+    std::string type = cType(t).str();
+    if (std::isnan(v))
+      return {"std::numeric_limits<" + type + ">::quiet_NaN()", Atom};
+    if (std::isinf(v))
+      return {(v < 0 ? "-" : "") +
+                  ("std::numeric_limits<" + type + ">::infinity()"),
+              v < 0 ? Unary : Atom};
+    char buf[64];
+    if (v == std::trunc(v) && std::fabs(v) < 1e15)
+      std::snprintf(buf, sizeof buf, "%.1f", v);
+    else if (t == ScalarType::F32)
+      std::snprintf(buf, sizeof buf, "%.9g", v);
+    else
+      std::snprintf(buf, sizeof buf, "%.17g", v);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos)
+      s += ".0";
+    if (std::signbit(v) && v == 0)
+      s = "-0.0";
+    if (t == ScalarType::F32)
+      s += "f";
+    return {s, s[0] == '-' ? Unary : Atom};
+  }
+  }
+  llvm_unreachable("unknown scalar type");
+}
+
+Text FunctionPrinter::expr(const Expr &e) const {
+  switch (e.kind) {
+  case Expr::Kind::Const:
+    return literal(e.type, e.value);
+  case Expr::Kind::Size:
+    return {sizeNames.lookup(e.name), Atom};
+  case Expr::Kind::LoopVar:
+    return {loopVars.lookup(e.var), Atom};
+  case Expr::Kind::Load:
+    return {elementOf(e.buffer, *e.args[0]), Atom};
+  case Expr::Kind::Prim:
+    return primExpr(e);
+  case Expr::Kind::Intrinsic: {
+    // The math library's functions (gradc/Math.h, docs/Math.md), the one
+    // implementation every backend calls; sqrt is exact and log1p is f64
+    // only here, so those are <cmath>'s.
+    std::string callee;
+    switch (e.fn) {
+    case Intrinsic::Sqrt:
+    case Intrinsic::Log1p:
+      callee = "std::" + intrinsicName(e.fn).str();
+      break;
+    default:
+      callee = "gradc::" + intrinsicName(e.fn).str();
+    }
+    std::vector<std::string> args;
+    for (const ExprPtr &a : e.args)
+      args.push_back(flat(*a));
+    return {callee + "(" + llvm::join(args, ", ") + ")", Atom};
+  }
+  case Expr::Kind::Select: {
+    // A blend for numbers (it vectorises), a conditional otherwise.
+    if (e.type != ScalarType::Bool && e.type != ScalarType::Index)
+      return {"gradc::select(" + flat(*e.args[0]) + ", " + flat(*e.args[1]) +
+                  ", " + flat(*e.args[2]) + ")",
+              Atom};
+    return {paren(expr(*e.args[0]), LogicalOr) + " ? " +
+                paren(expr(*e.args[1]), LogicalOr) + " : " +
+                paren(expr(*e.args[2]), Ternary),
+            Ternary};
+  }
+  case Expr::Kind::Cast:
+    return {"static_cast<" + cType(e.type).str() + ">(" + flat(*e.args[0]) +
+                ")",
+            Atom};
+  }
+  llvm_unreachable("unknown expression kind");
+}
+
+Text FunctionPrinter::primExpr(const Expr &e) const {
+  ScalarType t = e.args[0]->type;
+  bool isI32 = t == ScalarType::I32;
+  auto fn = [&](llvm::StringRef callee) -> Text {
+    std::vector<std::string> args;
+    for (const ExprPtr &a : e.args)
+      args.push_back(flat(*a));
+    return {callee.str() + "(" + llvm::join(args, ", ") + ")", Atom};
+  };
+  auto binary = [&](llvm::StringRef op, int prec) -> Text {
+    // Left-associative: a right operand of the same precedence needs
+    // parentheses (`a - (b - c)`).
+    return {paren(expr(*e.args[0]), prec) + " " + op.str() + " " +
+                paren(expr(*e.args[1]), prec + 1),
+            prec};
+  };
+  switch (e.op) {
+  case PrimOp::Neg:
+    if (isI32)
+      return fn("gradc::wrapNeg");
+    return {"-" + paren(expr(*e.args[0]), Atom), Unary};
+  case PrimOp::Abs:
+    return fn(isI32            ? "gradc::wrapAbs"
+              : isFloatType(t) ? "std::fabs"
+                               : "std::abs");
+  case PrimOp::Not:
+    return {"!" + paren(expr(*e.args[0]), Atom), Unary};
+  case PrimOp::IsNaN:
+    return fn("std::isnan");
+  case PrimOp::IsFinite:
+    return fn("std::isfinite");
+  case PrimOp::Add:
+    return isI32 ? fn("gradc::wrapAdd") : binary("+", Additive);
+  case PrimOp::Sub:
+    return isI32 ? fn("gradc::wrapSub") : binary("-", Additive);
+  case PrimOp::Mul:
+    return isI32 ? fn("gradc::wrapMul") : binary("*", Multiplicative);
+  case PrimOp::Div:
+    // A check before it rules out a zero divisor; gradc::divide also wraps
+    // INT32_MIN / -1.
+    if (isI32)
+      return {"gradc::divide(" + flat(*e.args[0]) + ", " + flat(*e.args[1]) +
+                  ", " + divStatusName + ")",
+              Atom};
+    return binary("/", Multiplicative);
+  case PrimOp::Rem:
+    return binary("%", Multiplicative);
+  case PrimOp::Max:
+    return fn(t == ScalarType::Index ? "std::max" : "gradc::maximum");
+  case PrimOp::Min:
+    return fn(t == ScalarType::Index ? "std::min" : "gradc::minimum");
+  case PrimOp::Lt:
+    return binary("<", Relational);
+  case PrimOp::Le:
+    return binary("<=", Relational);
+  case PrimOp::Gt:
+    return binary(">", Relational);
+  case PrimOp::Ge:
+    return binary(">=", Relational);
+  case PrimOp::Eq:
+    return binary("==", Equality);
+  case PrimOp::Ne:
+    return binary("!=", Equality);
+  case PrimOp::And:
+    return binary("&&", LogicalAnd);
+  case PrimOp::Or:
+    return binary("||", LogicalOr);
+  }
+  llvm_unreachable("unknown primitive");
+}
+
+//===--- Statements -------------------------------------------------------===//
+
+/// One comment per source statement or rule: the rule's note, else the
+/// source line, as EmitCpp writes them.
+void FunctionPrinter::comment(const Origin &origin) {
+  std::string text = origin.rule;
+  if (text.empty() && options.sourceManager && origin.loc.isValid()) {
+    PresumedLoc loc = options.sourceManager->getPresumedLoc(origin.loc);
+    if (loc.isValid())
+      text = llvm::sys::path::filename(loc.filename).str() + ":" +
+             std::to_string(loc.line) + ": " + loc.lineText.trim().str();
+  }
+  if (text.empty() || text == lastComment)
+    return;
+  if (!afterBrace())
+    out += "\n";
+  lastComment = text;
+  for (const std::string &l : wrap(text, lineLimit - indent - 3))
+    line("// " + l);
+}
+
+void FunctionPrinter::prologue() {
+  std::vector<std::string> negative;
+  for (const CParam &p : cparams)
+    if (p.kind == CParamKind::Size)
+      negative.push_back(p.name + " < 0");
+  if (!negative.empty()) {
+    line("if (" + llvm::join(negative, " || ") + ")");
+    line("  return GRADC_ERROR_SIZE;");
+  }
+  // Element counts that could wrap (SizeChecks.h), once the sizes are
+  // known to be non-negative.
+  std::vector<std::string> overflows;
+  for (const SizeProduct &p : sizeProductsToCheck(irFn)) {
+    std::vector<std::string> factors;
+    for (const std::string &name : p.names)
+      factors.push_back(sizeNames.lookup(name));
+    if (p.constant != 1)
+      factors.push_back(std::to_string(p.constant));
+    overflows.push_back("gradc::countOverflows({" + llvm::join(factors, ", ") +
+                        "})");
+  }
+  if (!overflows.empty()) {
+    line("if (" + llvm::join(overflows, " ||\n      ") + ")");
+    line("  return GRADC_ERROR_SIZE;");
+  }
+}
+
+/// Storage: one gradc::Buffer per scratch slot (checked once), one array
+/// per stack slot, then a name for each buffer that lives in a slot, the
+/// constants, the views and the scalar locals.
+void FunctionPrinter::declarations() {
+  struct Slot {
+    const Buffer *first;
+    std::string name;
+  };
+  std::vector<Slot> scratch, stack;
+  llvm::DenseMap<const Buffer *, std::string> storage;
+  auto place = [&](const Buffer *b, std::vector<Slot> &slots,
+                   llvm::StringRef prefix) {
+    // An unplanned buffer has a slot of its own.
+    size_t s = b->slot >= 0 ? size_t(b->slot) : slots.size();
+    if (b->slot < 0 || s >= slots.size() || !slots[s].first) {
+      if (s >= slots.size())
+        slots.resize(s + 1);
+      slots[s].first = b;
+      slots[s].name = scope.claim(prefix.str() + std::to_string(s));
+    }
+    storage[b] = slots[s].name;
+  };
+  // Unplanned buffers go after the planned ones.
+  for (const auto &b : fn.buffers)
+    if (b->slot >= 0 && b->kind == Buffer::Kind::Scratch)
+      place(b.get(), scratch, "scratch");
+    else if (b->slot >= 0 && b->kind == Buffer::Kind::Stack)
+      place(b.get(), stack, "stack");
+  for (const auto &b : fn.buffers)
+    if (b->slot < 0 && b->kind == Buffer::Kind::Scratch)
+      place(b.get(), scratch, "scratch");
+    else if (b->slot < 0 && b->kind == Buffer::Kind::Stack)
+      place(b.get(), stack, "stack");
+
+  std::vector<std::string> failed;
+  bool any = false;
+  auto blank = [&] {
+    if (!afterBrace() && !any)
+      out += "\n";
+    any = true;
+  };
+  for (const Slot &s : scratch) {
+    if (!s.first)
+      continue;
+    if (failed.empty()) {
+      blank();
+      line("// Scratch space for temporaries, freed on return.");
+    }
+    line("gradc::Buffer<" + cTypeName(s.first->dtype).str() + "> " + s.name +
+         "(" + flat(*s.first->numElements()) + ");");
+    failed.push_back("!" + s.name);
+  }
+  if (!failed.empty()) {
+    line("if (" + llvm::join(failed, " || ") + ")");
+    line("  return GRADC_ERROR_ALLOC;");
+  }
+  for (const Slot &s : stack) {
+    if (!s.first)
+      continue;
+    blank();
+    // A stack buffer has a known size (buffer planning's rule).
+    int64_t n = 1;
+    for (const Dim &d : s.first->shape) {
+      assert(d.isKnown() && "a stack buffer has a known size");
+      n *= d.getSize();
+    }
+    line("alignas(16) " + cTypeName(s.first->dtype).str() + " " + s.name + "[" +
+         std::to_string(std::max<int64_t>(n, 1)) + "];");
+  }
+  for (const auto &bp : fn.buffers) {
+    const Buffer *b = bp.get();
+    std::string type = cTypeName(b->dtype).str();
+    switch (b->kind) {
+    case Buffer::Kind::Param:
+    case Buffer::Kind::Output:
+      break;
+    case Buffer::Kind::Scratch:
+    case Buffer::Kind::Stack: {
+      blank();
+      const std::string &slot = storage[b];
+      bool sameType = false;
+      for (const Slot &s : b->kind == Buffer::Kind::Scratch ? scratch : stack)
+        if (s.name == slot)
+          sameType = s.first->dtype == b->dtype;
+      std::string ptr =
+          b->kind == Buffer::Kind::Scratch ? slot + ".data()" : slot;
+      if (!sameType)
+        ptr = "reinterpret_cast<" + type + " *>(" + ptr + ")";
+      line(type + " *" + bufferName(b) + " = " + ptr + ";");
+      break;
+    }
+    case Buffer::Kind::Local:
+      blank();
+      line(type + " " + bufferName(b) + " = 0;");
+      break;
+    case Buffer::Kind::Constant: {
+      blank();
+      std::vector<std::string> items;
+      for (double d : b->data)
+        items.push_back(literal(fromDType(b->dtype), d).s);
+      std::string head =
+          "static const " + type + " " + bufferName(b) + "[] = {";
+      std::string all = head + llvm::join(items, ", ") + "};";
+      if (all.size() + indent <= lineLimit) {
+        line(all);
+        break;
+      }
+      line(head);
+      std::string cur;
+      for (size_t i = 0; i < items.size(); ++i) {
+        std::string piece = items[i] + (i + 1 < items.size() ? "," : "");
+        if (!cur.empty() &&
+            indent + 4 + cur.size() + 1 + piece.size() > lineLimit) {
+          line("    " + cur);
+          cur.clear();
+        }
+        cur += (cur.empty() ? "" : " ") + piece;
+      }
+      if (!cur.empty())
+        line("    " + cur);
+      line("};");
+      break;
+    }
+    case Buffer::Kind::Alias: {
+      blank();
+      std::string base = pointerOf(b->base);
+      if (!isIndexConst(*b->offset, 0))
+        base += " + " + paren(expr(*b->offset), Additive + 1);
+      line((b->isReadOnly() ? "const " : "") + type + " *" + bufferName(b) +
+           " = " + base + ";");
+      break;
+    }
+    }
+  }
+  if (dividesI32)
+    line("int " + divStatusName + " = GRADC_OK;");
+}
+
+void FunctionPrinter::block(const Block &b) {
+  for (const StmtPtr &s : b)
+    stmt(*s);
+}
+
+void FunctionPrinter::forLoop(const Stmt &s) {
+  std::string v = depthNames[std::min<size_t>(depth, depthNames.size() - 1)];
+  loopVars[s.var] = v;
+  line("for (int64_t " + v + " = 0; " + v + " < " +
+       paren(expr(*s.extent), Relational + 1) + "; ++" + v + ") {");
+  ++depth;
+  indent += 2;
+  block(s.body);
+  indent -= 2;
+  --depth;
+  line("}");
+  loopVars.erase(s.var);
+}
+
+void FunctionPrinter::accumulate(const Stmt &s) {
+  std::string target = elementOf(s.buffer, *s.index);
+  ScalarType t = fromDType(s.buffer->dtype);
+  std::string value = flat(*s.value);
+  switch (s.combiner) {
+  case Combiner::Add:
+    if (t == ScalarType::I32)
+      line(target + " = gradc::wrapAdd(" + target + ", " + value + ");");
+    else
+      line(target + " += " + value + ";");
+    return;
+  case Combiner::Max:
+    line(target + " = gradc::maximum(" + target + ", " + value + ");");
+    return;
+  case Combiner::Min:
+    line(target + " = gradc::minimum(" + target + ", " + value + ");");
+    return;
+  }
+}
+
+void FunctionPrinter::call(const Stmt &s) {
+  std::vector<std::string> args;
+  std::string symbol;
+  bool checked = true;
+  std::vector<TensorType> paramTypes;
+  if (s.isExtern) {
+    const ir::ExternDecl *decl = module.lookupExtern(s.callee);
+    assert(decl && "the verifier checks callees");
+    symbol = decl->name;
+    checked = s.checksStatus;
+  } else {
+    symbol = cSymbolName(options.moduleName, s.callee);
+  }
+  for (const auto &[name, value] : s.sizeArgs)
+    args.push_back(flat(*value));
+  // A scalar input goes by value (docs/ABI.md), the rest by pointer.
+  for (const Buffer *in : s.inputs)
+    args.push_back(in->shape.empty() ? elementOf(in, *index(0))
+                                     : pointerOf(in));
+  for (const Buffer *o : s.outputs)
+    args.push_back(pointerOf(o));
+  std::string c = symbol + "(" + llvm::join(args, ", ") + ")";
+  if (!checked) {
+    line(c + ";");
+    return;
+  }
+  line("if (int " + statusName + " = " + c + ")");
+  line("  return " + statusName + ";");
+}
+
+void FunctionPrinter::stmt(const Stmt &s) {
+  comment(s.origin);
+  switch (s.kind) {
+  case Stmt::Kind::For:
+    forLoop(s);
+    return;
+  case Stmt::Kind::Store:
+    line(elementOf(s.buffer, *s.index) + " = " + flat(*s.value) + ";");
+    return;
+  case Stmt::Kind::Accumulate:
+    accumulate(s);
+    return;
+  case Stmt::Kind::Check:
+    line("if (!" + paren(expr(*s.cond), Atom) + ")");
+    line(std::string("  return ") + statusOfCheck(s.message) + ";");
+    return;
+  case Stmt::Kind::KernelCall: {
+    // z = a @ b on M x K and K x N matrices at those offsets.
+    auto at = [&](const Buffer *b, const Expr &offset) {
+      std::string p = pointerOf(b);
+      if (!isIndexConst(offset, 0))
+        p += " + " + paren(expr(offset), Additive + 1);
+      return p;
+    };
+    line("gradc::matmul(" + at(s.inputs[0], *s.operands[1]) +
+         ", gradc::NoTranspose, " + at(s.inputs[1], *s.operands[2]) +
+         ", gradc::NoTranspose, " + at(s.outputs[0], *s.operands[0]) + ", " +
+         flat(*s.operands[3]) + ", " + flat(*s.operands[5]) + ", " +
+         flat(*s.operands[4]) + ");");
+    return;
+  }
+  case Stmt::Kind::Call:
+    call(s);
+    return;
+  }
+}
+
+/// The comment and the first line(s) of the definition, up to `{`.
+std::string FunctionPrinter::signature() const {
+  std::string text;
+  std::vector<std::string> decls;
+  for (size_t i = 0; i < cparams.size(); ++i) {
+    const CParam &p = cparams[i];
+    std::string decl = cParamDecl(p);
+    if (p.kind == CParamKind::Input && !fn.isParamRead(inputPosition[i])) {
+      size_t at = decl.rfind(p.name);
+      decl = decl.substr(0, at) + (decl[at - 1] == '*' ? " " : "") + "/*" +
+             p.name + "*/";
+    }
+    decls.push_back(decl);
+  }
+  for (const std::string &l : wrap(sourceSignature(irFn), lineLimit - 3))
+    text += "// " + l + "\n";
+  std::string linkage = isExported(irFn) ? "extern \"C\" int " : "static int ";
+  return text +
+         declaration(linkage + cSymbolName(options.moduleName, fn.name) + "(",
+                     decls, ") {") +
+         "\n";
+}
+
+void FunctionPrinter::run() {
+  nameEverything();
+  walk(fn.body, [&](const Stmt &s) {
+    walkExprs(s, [&](const Expr &e) {
+      if (e.kind == Expr::Kind::Prim && e.op == PrimOp::Div &&
+          e.type == ScalarType::I32)
+        dividesI32 = true;
+    });
+  });
+  out += signature();
+  prologue();
+  declarations();
+  block(fn.body);
+  line("return GRADC_OK;");
+  out += "}\n";
+}
+
+} // namespace
+
+bool emit::printCppFromLoops(const ir::Module &module,
+                             const EmitOptions &options, llvm::raw_ostream &os,
+                             std::string &error) {
+  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  if (!lowered || !verifyLoops(*lowered, error) ||
+      !runLoopPasses(*lowered, defaultLoopPipeline, error))
+    return false;
+  std::string text;
+  text += "// Generated by gradc from " +
+          (options.sourceName.empty() ? std::string("<unknown>")
+                                      : options.sourceName) +
+          " through the loop IR. Do not edit.\n";
+  std::string about =
+      "The C ABI of module '" + options.moduleName +
+      "' (docs/ABI.md): every function returns GRADC_OK or an error status, "
+      "writes its results through the output pointers and allocates nothing "
+      "that outlives the call.";
+  text += "//\n";
+  for (const std::string &l : wrap(about, lineLimit - 3))
+    text += "// " + l + "\n";
+  text += "\n#include \"gradc/Runtime.h\"\n";
+  std::vector<std::string> headers;
+  for (const ir::ExternDecl &e : module.externs)
+    if (!llvm::is_contained(headers, e.header)) {
+      headers.push_back(e.header);
+      text += "#include \"" + e.header + "\"\n";
+    }
+  text += "\n";
+  // Prototypes, so that the functions may call each other in any order.
+  std::vector<std::pair<const LoopFunction *, const ir::Function *>> fns;
+  for (const auto &f : lowered->functions) {
+    const ir::Function *irFn = module.lookup(f->name);
+    if (!irFn) {
+      error = "no function '" + f->name + "' for its loops";
+      return false;
+    }
+    fns.push_back({f.get(), irFn});
+    NameScope scope;
+    std::vector<std::string> decls;
+    for (const CParam &p : getCParams(module, *irFn, scope))
+      decls.push_back(cParamDecl(p));
+    text +=
+        declaration((isExported(*irFn) ? "extern \"C\" int " : "static int ") +
+                        cSymbolName(options.moduleName, f->name) + "(",
+                    decls, ");") +
+        "\n";
+  }
+  for (const auto &[f, irFn] : fns) {
+    text += "\n";
+    FunctionPrinter(module, *f, *irFn, options, text).run();
+  }
+  os << text;
+  return true;
+}

@@ -328,11 +328,23 @@ class Evaluator:
     def dim(self, d):
         return self.sizes[d] if isinstance(d, str) else d
 
+    def use(self, env, v):
+        """One use of a value. gradc gives each use its own cotangent in
+        the element type and adds the uses' cotangents with the element
+        type's `add` (docs/IR.md, "Numbers"), so an f32 use rounds its
+        cotangent to f32 before autograd sums it in float64: two
+        cotangents that overflow to +inf and -inf make NaN, as in gradc,
+        not the float64 difference (seed 20261205 program 271)."""
+        t = env[v.name]
+        if v.dt == "f32" and torch.is_tensor(t) and t.requires_grad:
+            return rnd(t, "f32")
+        return t
+
     def value(self, env, a, dt):
         if isinstance(a, Val):
-            return env[a.name]
+            return self.use(env, a)
         if isinstance(a, list):
-            return [env[v.name] for v in a]
+            return [self.use(env, v) for v in a]
         if dt == "i32":
             return torch.tensor(int(a[1]), dtype=torch.int64)
         return rnd(torch.tensor(float(a[1]), dtype=F64), dt)

@@ -104,7 +104,7 @@ def op_div(x, y):
                   lambda xs, z, dz: [dz / xs[1], -(dz * z) / xs[1]], x, y)
 
 
-def op_pow(x, y, dt):
+def op_pow(x, y, dt, y_zero=False):
     x, y = torch.broadcast_tensors(x, y)
 
     def bwd(xs, z, dz):
@@ -114,7 +114,11 @@ def op_pow(x, y, dt):
         # is gradc's pow again, so a second differentiation gives its
         # exponent the cotangent 0 where x <= 0 too (torch.pow's would be
         # dz * z * ln x, NaN for x < 0: seed 20261203 program 649).
-        da = dz * (b * op_pow(a, rnd(b - 1, dt), dt))
+        # A structural-zero exponent (zeros_like upstream) makes the rule's
+        # `y * x^(y-1)` a structural zero too, no gradient: not 0 * x^-1,
+        # which exp's backward turns into 0 * inf = NaN at x = inf
+        # (seed 20261206 program 40, pow(exp(x), zeros_like(x))).
+        da = None if y_zero else dz * (b * op_pow(a, rnd(b - 1, dt), dt))
         pos = a > 0
         la = torch.log(torch.where(pos, a, torch.ones_like(a)))
         db = torch.where(pos, (dz * z) * la, zero(dz))
@@ -349,12 +353,14 @@ class Evaluator:
             return torch.tensor(int(a[1]), dtype=torch.int64)
         return rnd(torch.tensor(float(a[1]), dtype=F64), dt)
 
-    def plain_op(self, s, xs, dt):
+    def plain_op(self, s, xs, dt, zeros=()):
         op, at = s.op, s.attrs
         if op in UNARY_TORCH:
             return UNARY_TORCH[op](xs[0])
         if op == "pow":
-            return op_pow(xs[0], xs[1], dt)
+            exponent = s.args[1]
+            return op_pow(xs[0], xs[1], dt,
+                          isinstance(exponent, Val) and exponent.name in zeros)
         if op in BINARY_TORCH:
             return BINARY_TORCH[op](xs[0], xs[1])
         if op == "select":
@@ -459,7 +465,7 @@ class Evaluator:
         if rule is not None:
             y = self.overridden(s, rule, xs, dt, zeros)
         else:
-            y = self.plain_op(s, xs, dt)
+            y = self.plain_op(s, xs, dt, zeros)
         t = s.targets[0]
         if structural_zero(s, zeros, rule is not None):
             zeros.add(t.name)

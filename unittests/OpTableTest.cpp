@@ -151,6 +151,11 @@ double element(OpKind op, ScalarType t, std::vector<double> operands) {
 TEST(OpTable, ScalarExpansions) {
   const ScalarType f64 = ScalarType::F64, f32 = ScalarType::F32;
   const ScalarType i32 = ScalarType::I32;
+  // atan(1) = pi/4; atan(-inf) = -pi/2; f32 rounds pi/4 to 0x1.921fb6p-1.
+  EXPECT_EQ(element(OpKind::Atan, f64, {1.0}), 0.78539816339744830962);
+  EXPECT_EQ(element(OpKind::Atan, f64, {-INFINITY}), -1.5707963267948966);
+  EXPECT_EQ(element(OpKind::Atan, f32, {1.0}), double(0x1.921fb6p-1f));
+  EXPECT_TRUE(std::signbit(element(OpKind::Atan, f32, {-0.0})));
   // The NaN policy: relu and sign keep NaN, maximum propagates it, relu
   // of -0 is +0.
   EXPECT_TRUE(std::isnan(element(OpKind::Relu, f32, {NAN})));

@@ -885,6 +885,8 @@ const OpInfo opTable[] = {
           expandMath1<Intrinsic::Sin>),
     UNARY(Cos, "cos", inferSameFloat<OpKind::Cos>, "y = cos x", ZeroWhen::Never,
           expandMath1<Intrinsic::Cos>),
+    UNARY(Atan, "atan", inferSameFloat<OpKind::Atan>, "y = arctan x",
+          ZeroWhen::First, expandMath1<Intrinsic::Atan>),
     UNARY(Tanh, "tanh", inferSameFloat<OpKind::Tanh>, "y = tanh x",
           ZeroWhen::First, expandMath1<Intrinsic::Tanh>),
     UNARY(Sigmoid, "sigmoid", inferSameFloat<OpKind::Sigmoid>,

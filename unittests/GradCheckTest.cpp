@@ -341,9 +341,9 @@ TEST(GradCheck, UnaryOps) {
       {OpKind::Exp, anywhere},      {OpKind::Log, positive},
       {OpKind::Sqrt, positive},     {OpKind::Abs, awayFromZero},
       {OpKind::Sin, anywhere},      {OpKind::Cos, anywhere},
-      {OpKind::Tanh, anywhere},     {OpKind::Sigmoid, anywhere},
-      {OpKind::Relu, awayFromZero}, {OpKind::Softplus, anywhere},
-      {OpKind::Square, anywhere},
+      {OpKind::Atan, anywhere},     {OpKind::Tanh, anywhere},
+      {OpKind::Sigmoid, anywhere},  {OpKind::Relu, awayFromZero},
+      {OpKind::Softplus, anywhere}, {OpKind::Square, anywhere},
   };
   for (const UnaryCase &c : cases) {
     SCOPED_TRACE(getOpName(c.kind).str());

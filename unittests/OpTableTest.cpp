@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace gradc;
 
 namespace {
@@ -110,4 +112,67 @@ TEST(OpTable, ElementwiseArithmetic) {
   EXPECT_FALSE(isElementwiseArithmetic(OpKind::BroadcastTo));
   EXPECT_FALSE(isElementwiseArithmetic(OpKind::Sum));
   EXPECT_FALSE(isElementwiseArithmetic(OpKind::MatMul));
+}
+
+TEST(OpTable, TraitsAreConsistent) {
+  for (const OpInfo &info : getAllOps()) {
+    SCOPED_TRACE(info.name);
+    // An op is elementwise exactly when it has a scalar expansion.
+    EXPECT_EQ(info.has(Elementwise), info.expand != nullptr);
+    // Arithmetic refines Elementwise; an index map preserves splats.
+    if (info.has(Arithmetic)) {
+      EXPECT_TRUE(info.has(Elementwise));
+    }
+    if (info.has(IndexMap) && info.kind != OpKind::StopGradient) {
+      EXPECT_TRUE(info.has(SplatPreserving));
+    }
+  }
+  EXPECT_EQ(getOpInfo(OpKind::Mul).zeroWhen, ZeroWhen::Any);
+  EXPECT_EQ(getOpInfo(OpKind::Add).zeroWhen, ZeroWhen::All);
+  EXPECT_EQ(getOpInfo(OpKind::Select).zeroWhen, ZeroWhen::Values);
+  EXPECT_EQ(getOpInfo(OpKind::Exp).zeroWhen, ZeroWhen::Never); // e^0 = 1
+  EXPECT_TRUE(getOpInfo(OpKind::Div).has(IntDivision));
+  EXPECT_TRUE(getOpInfo(OpKind::Max).has(SplatPreserving));
+  EXPECT_FALSE(getOpInfo(OpKind::Sum).has(SplatPreserving));
+}
+
+namespace {
+// The scalar expansions evaluated on single elements, against values by
+// hand (docs/IR.md, "Ops").
+double element(OpKind op, ScalarType t, std::vector<double> operands) {
+  ScalarNodePtr f = getOpInfo(op).expand(t);
+  bool divByZero = false;
+  double v = evalScalar(*f, operands, divByZero);
+  EXPECT_FALSE(divByZero);
+  return v;
+}
+} // namespace
+
+TEST(OpTable, ScalarExpansions) {
+  const ScalarType f64 = ScalarType::F64, f32 = ScalarType::F32;
+  const ScalarType i32 = ScalarType::I32;
+  // atan(1) = pi/4; atan(-inf) = -pi/2; f32 rounds pi/4 to 0x1.921fb6p-1.
+  EXPECT_EQ(element(OpKind::Atan, f64, {1.0}), 0.78539816339744830962);
+  EXPECT_EQ(element(OpKind::Atan, f64, {-INFINITY}), -1.5707963267948966);
+  EXPECT_EQ(element(OpKind::Atan, f32, {1.0}), double(0x1.921fb6p-1f));
+  EXPECT_TRUE(std::signbit(element(OpKind::Atan, f32, {-0.0})));
+  // The NaN policy: relu and sign keep NaN, maximum propagates it, relu
+  // of -0 is +0.
+  EXPECT_TRUE(std::isnan(element(OpKind::Relu, f32, {NAN})));
+  EXPECT_TRUE(std::isnan(element(OpKind::Sign, f64, {NAN})));
+  EXPECT_TRUE(std::isnan(element(OpKind::Maximum, f64, {1.0, NAN})));
+  EXPECT_FALSE(std::signbit(element(OpKind::Relu, f64, {-0.0})));
+  // i32 wraps: 2^31 - 1 + 1 = -2^31, 65536^2 = 0; pow truncates.
+  EXPECT_EQ(element(OpKind::Add, i32, {2147483647.0, 1.0}), -2147483648.0);
+  EXPECT_EQ(element(OpKind::Square, i32, {65536.0}), 0.0);
+  EXPECT_EQ(element(OpKind::Pow, i32, {2.0, 10.0}), 1024.0);
+  // f64 sigmoid(0) = 1/2, softplus(0) = ln 2; clip(5, 0, 1) = 1.
+  EXPECT_EQ(element(OpKind::Sigmoid, f64, {0.0}), 0.5);
+  EXPECT_EQ(element(OpKind::Softplus, f64, {0.0}), 0.69314718055994530942);
+  EXPECT_EQ(element(OpKind::Clip, f64, {5.0, 0.0, 1.0}), 1.0);
+  EXPECT_EQ(element(OpKind::Select, f64, {0.0, 2.0, 3.0}), 3.0);
+  // An i32 division by zero is reported, not computed.
+  bool divByZero = false;
+  evalScalar(*getOpInfo(OpKind::Div).expand(i32), {1.0, 0.0}, divByZero);
+  EXPECT_TRUE(divByZero);
 }

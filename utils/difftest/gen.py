@@ -357,6 +357,10 @@ class FuncBuilder:
     def add_unary(self):
         a = self.pick_float()
         op = self.rng.choice(I32_UNARY if self.f.dt == "i32" else UNARY)
+        # atan, the op that proved the op table (issue 13), stands in for
+        # half of the tanh: both are odd, bounded and smooth everywhere.
+        if op == "tanh" and self.g.late_rng.random() < 0.5:
+            op = "atan"
         if op in ("log", "sqrt"):
             a = self.positive(a)
         text = None
@@ -853,6 +857,10 @@ def func_source(f):
 class Generator:
     def __init__(self, seed, opts=None):
         self.rng = random.Random(seed)
+        # Choices added after the regression set was pinned (atan) draw
+        # from their own stream, so that a program's seed still gives the
+        # program it gave (test/Backends/random-differential-regressions).
+        self.late_rng = random.Random(repr(("late", seed)))
         self.opts = opts or Options()
 
     def rand_dim(self):

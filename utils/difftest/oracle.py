@@ -253,7 +253,8 @@ def op_one_hot(idx, depth):
 UNARY_TORCH = {
     "neg": lambda x: -x, "exp": torch.exp, "log": torch.log,
     "sqrt": torch.sqrt, "abs": op_abs, "sign": lambda x: sign(x).detach(),
-    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh,
+    "sin": torch.sin, "cos": torch.cos, "atan": torch.atan,
+    "tanh": torch.tanh,
     "sigmoid": torch.sigmoid, "relu": op_relu, "softplus": op_softplus,
     "square": lambda x: x * x, "identity": lambda x: x,
     "stop_gradient": lambda x: x.detach(),

@@ -127,6 +127,7 @@ private:
   std::string locText(SourceLoc loc) const;
   /// The note on every op that the rule of `op` creates.
   std::string ruleNote(const Op &op) const;
+  static ir::Provenance provenanceOf(const ir::GradRuleAttr &rule);
 
   ir::Module &module;
   DiagnosticEngine &diags;
@@ -148,6 +149,17 @@ std::string Differentiator::locText(SourceLoc loc) const {
       .str();
 }
 
+/// The field that `--emit=dot` and the loop IR's origins read: which
+/// mechanism chose the rule whose ops are being made.
+ir::Provenance Differentiator::provenanceOf(const ir::GradRuleAttr &rule) {
+  if (!rule.isSet())
+    return ir::Provenance::BuiltIn;
+  if (rule.gradBlock)
+    return ir::Provenance::GradBlock;
+  return rule.via == "override" ? ir::Provenance::Override
+                                : ir::Provenance::CustomGrad;
+}
+
 std::string Differentiator::ruleNote(const Op &op) const {
   bool isCall =
       op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall;
@@ -160,7 +172,7 @@ std::string Differentiator::ruleNote(const Op &op) const {
   if (!rule.isSet())
     return note + ": built-in rule";
   // IRGen names the rule of a grad block "grad block of 'f'".
-  if (llvm::StringRef(rule.ruleName).starts_with("grad block"))
+  if (rule.gradBlock)
     note += ": the " + rule.ruleName;
   else
     note += ": rule '" + rule.ruleName + "' from @" + rule.via;
@@ -447,6 +459,7 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
   ir::Builder &b = ctx.builder();
   b.setLoc(op.getLoc());
   b.setNote(ruleNote(op));
+  b.setProvenance(provenanceOf(op.getGradRule()));
   if (op.getGradRule().isSet())
     return applyUserRule(ctx, op);
   if (op.getKind() == OpKind::For)
@@ -767,6 +780,7 @@ bool Differentiator::buildGradient(const Function &fn,
   GradContext ctx(grad, findActive(grad, spec.wrt));
   ir::Builder &cb = ctx.builder();
   cb.setLoc(spec.loc);
+  cb.setProvenance(ir::Provenance::Seed);
   if (seedIsOne) {
     Value *out = outputs.front();
     cb.setNote(("seed: the gradient of '" + fn.getName() +
@@ -797,6 +811,7 @@ bool Differentiator::buildGradient(const Function &fn,
 
   // 5. The gradients of the wrt parameters.
   cb.setLoc(spec.loc);
+  cb.setProvenance(ir::Provenance::Seed);
   std::vector<Value *> grads;
   for (unsigned index : spec.wrt) {
     Value *param = grad.getParam(index);

@@ -1233,6 +1233,8 @@ ExprP FunctionEmitter::elementwiseExpr(const ir::Op &op, const Index &idx) {
     return fn1("gradc::sin");
   case OpKind::Cos:
     return fn1("gradc::cos");
+  case OpKind::Atan:
+    return fn1("gradc::atan");
   case OpKind::Tanh:
     return fn1("gradc::tanh");
   case OpKind::Sigmoid:

@@ -5,10 +5,9 @@
 // op and its result types; each use an edge. Ops made by differentiation
 // are coloured by their origin, and a legend explains the colours.
 //
-// The origin is read from the op's note, which lib/AD writes in a fixed
-// form ("...: built-in rule", "...: rule 'r' from @override at ...",
-// "...: rule 'r' from @custom_grad at ...", "...: the grad block of 'f'",
-// "seed: ...", "cotangents of ..."); test/Emit/dot-*.grad pins the pairing.
+// The origin is the op's provenance (ir::Provenance), which lib/AD sets
+// beside the note; the note itself is only the tooltip.
+// test/Emit/dot-*.grad pins the pairing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,16 +20,20 @@ using namespace gradc;
 using namespace gradc::emit;
 
 GradOrigin emit::classifyGradOrigin(const ir::Op &op) {
-  llvm::StringRef note = op.getNote();
-  if (note.empty())
+  switch (op.getProvenance()) {
+  case ir::Provenance::Source:
     return GradOrigin::Forward;
-  if (note.contains("from @override"))
-    return GradOrigin::Override;
-  if (note.contains("from @custom_grad") || note.contains("grad block"))
-    return GradOrigin::CustomGrad;
-  if (note.contains("built-in rule"))
+  case ir::Provenance::Seed:
+    return GradOrigin::Seed;
+  case ir::Provenance::BuiltIn:
     return GradOrigin::BuiltIn;
-  return GradOrigin::Seed;
+  case ir::Provenance::Override:
+    return GradOrigin::Override;
+  case ir::Provenance::CustomGrad:
+  case ir::Provenance::GradBlock:
+    return GradOrigin::CustomGrad;
+  }
+  return GradOrigin::Forward;
 }
 
 namespace {

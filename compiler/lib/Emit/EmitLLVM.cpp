@@ -138,6 +138,8 @@ const char *mathLibraryName(OpKind kind) {
     return "sin";
   case OpKind::Cos:
     return "cos";
+  case OpKind::Atan:
+    return "atan";
   case OpKind::Tanh:
     return "tanh";
   case OpKind::Sigmoid:
@@ -1088,6 +1090,9 @@ llvm::Value *FunctionLowering::floatOp(OpKind kind, DType t,
     break;
   case OpKind::Cos:
     r = callUnary(llvm::Intrinsic::cos, w);
+    break;
+  case OpKind::Atan:
+    r = callLibm("atan", w);
     break;
   case OpKind::Tanh:
     r = callLibm("tanh", w);

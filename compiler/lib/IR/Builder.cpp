@@ -18,6 +18,7 @@ Op *Builder::createWithTypes(OpKind kind, llvm::ArrayRef<Value *> operands,
                         resultNames, insertPos);
   if (!note.empty())
     op->setNote(note);
+  op->setProvenance(provenance);
   if (insertPos != ~size_t(0))
     ++insertPos;
   return op;

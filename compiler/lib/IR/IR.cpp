@@ -113,3 +113,21 @@ void Module::eraseFunction(Function *f) {
       break;
     }
 }
+
+llvm::StringRef ir::provenanceName(Provenance p) {
+  switch (p) {
+  case Provenance::Source:
+    return "source";
+  case Provenance::Seed:
+    return "seed";
+  case Provenance::BuiltIn:
+    return "built-in";
+  case Provenance::Override:
+    return "override";
+  case Provenance::CustomGrad:
+    return "custom_grad";
+  case Provenance::GradBlock:
+    return "grad block";
+  }
+  return "?";
+}

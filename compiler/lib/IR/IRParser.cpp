@@ -969,6 +969,9 @@ private:
     if (tok.kind != Tok::String)
       return expected("the rule's name (a string)");
     rule.ruleName = tok.value;
+    // The printed name of an inline grad block (IRGen's).
+    rule.gradBlock =
+        llvm::StringRef(rule.ruleName).starts_with("grad block of");
     advance();
     if (!expect(Tok::Comma, "',' after the rule's name"))
       return false;

@@ -71,8 +71,10 @@ std::vector<Value *> ir::inlineCall(Function &caller, Op *call,
                                substituteAttrSizes(calleeOp->getAttrs(), sizes),
                                calleeOp->getLoc(), names, pos++);
     copy->getGradRule() = calleeOp->getGradRule();
-    copy->setNote(calleeOp->getNote().empty() ? call->getNote()
-                                              : calleeOp->getNote());
+    bool own = !calleeOp->getNote().empty();
+    copy->setNote(own ? calleeOp->getNote() : call->getNote());
+    copy->setProvenance(own ? calleeOp->getProvenance()
+                            : call->getProvenance());
     for (auto [from, to] :
          llvm::zip(calleeOp->getResults(), copy->getResults())) {
       map[from] = to;
@@ -109,6 +111,7 @@ struct Frame {
   /// inside an inlined body, those of its copy as inlineCall would make it).
   std::vector<std::string> resultNames;
   std::string note;
+  Provenance provenance = Provenance::Source;
   SourceLoc loc;
   /// The callee's values whose copies are fresh in inlineCall's sense
   /// (made by this inlining: results of ops copied here, and results of
@@ -149,7 +152,7 @@ bool ir::inlineAllCalls(const Module &module, Function &fn,
   // of the stack) whose operands in the caller are `args`; false with
   // `failure` set if the callee is unknown or already on the stack.
   auto push = [&](const Op &call, llvm::ArrayRef<Value *> args,
-                  const std::string &note) {
+                  const std::string &note, Provenance provenance) {
     std::string calleeName = call.getCallee().str();
     const Function *callee = module.lookup(calleeName);
     if (!callee || callee->getParams().size() != args.size() ||
@@ -183,6 +186,7 @@ bool ir::inlineAllCalls(const Module &module, Function &fn,
       frame.callResults.push_back(r);
     }
     frame.note = note;
+    frame.provenance = provenance;
     frame.loc = call.getLoc();
     ++active[calleeName];
     stack.push_back(std::move(frame));
@@ -227,7 +231,7 @@ bool ir::inlineAllCalls(const Module &module, Function &fn,
       return false;
     };
     llvm::SmallVector<Value *, 4> args(op->getOperands());
-    if (!push(*op, args, op->getNote()))
+    if (!push(*op, args, op->getNote(), op->getProvenance()))
       return giveBack();
     while (!stack.empty()) {
       Frame &top = stack.back();
@@ -239,10 +243,11 @@ bool ir::inlineAllCalls(const Module &module, Function &fn,
       llvm::SmallVector<Value *, 3> operands;
       for (Value *v : calleeOp.getOperands())
         operands.push_back(top.map.lookup(v));
-      std::string note =
-          calleeOp.getNote().empty() ? top.note : calleeOp.getNote();
+      bool own = !calleeOp.getNote().empty();
+      std::string note = own ? calleeOp.getNote() : top.note;
+      Provenance provenance = own ? calleeOp.getProvenance() : top.provenance;
       if (calleeOp.getKind() == OpKind::Call && shouldInline(calleeOp)) {
-        if (!push(calleeOp, operands, note))
+        if (!push(calleeOp, operands, note, provenance))
           return giveBack();
         continue;
       }
@@ -258,6 +263,7 @@ bool ir::inlineAllCalls(const Module &module, Function &fn,
                       calleeOp.getLoc(), names);
       copy->getGradRule() = calleeOp.getGradRule();
       copy->setNote(std::move(note));
+      copy->setProvenance(provenance);
       for (auto [from, to] :
            llvm::zip(calleeOp.getResults(), copy->getResults())) {
         top.map[from] = to;

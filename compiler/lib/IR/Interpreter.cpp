@@ -4,13 +4,14 @@
 // the semantics docs/IR.md gives each op of Ops.def. The rules that make it
 // an oracle:
 //
-//  - Every op computes in double and rounds each result element to its
-//    element type once (roundToDType). For f32 `+ - * /` and sqrt this is
-//    exactly IEEE float arithmetic, since double carries more than twice
-//    float's precision. The f32 functions exp, log, sin, cos, tanh,
-//    sigmoid, softplus and pow are gradc/Math.h's, which both backends
-//    call, so that all three agree bit for bit (docs/Math.md); f64 ones
-//    are libm's.
+//  - Values are held in double and each result element is rounded to its
+//    element type (roundToDType). An elementwise op evaluates its scalar
+//    expansion from the op table (gradc/Ops/Scalar.h), whose primitives
+//    round to their type: for f32 `+ - * /` and sqrt this is exactly IEEE
+//    float arithmetic, since double carries more than twice float's
+//    precision. The math functions (exp, log, sin, cos, tanh, sigmoid,
+//    softplus, pow, ...) are gradc/Math.h's, which both backends call, so
+//    that all three agree bit for bit (docs/Math.md).
 //  - i32 arithmetic is done in 64-bit unsigned integers and wrapped to 32
 //    bits, so it never overflows in C++; division truncates toward zero and
 //    dividing by zero is a run-time error.
@@ -54,27 +55,7 @@ int64_t Tensor::numElements() const {
 }
 
 double ir::roundToDType(DType dtype, double v) {
-  switch (dtype) {
-  case DType::F32:
-    // Values at or beyond FLT_MAX + half an ulp round to infinity; the
-    // explicit test keeps the conversion defined in C++.
-    if (std::fabs(v) >= 0x1.ffffffp+127)
-      return std::copysign(INFINITY, v);
-    return double(float(v));
-  case DType::F64:
-    return v;
-  case DType::I32: {
-    if (!std::isfinite(v))
-      return 0;
-    double m = std::fmod(std::trunc(v), 4294967296.0);
-    if (m < 0)
-      m += 4294967296.0;
-    return double(int32_t(uint32_t(m)));
-  }
-  case DType::Bool:
-    return v != 0 ? 1 : 0;
-  }
-  return v;
+  return roundToScalar(fromDType(dtype), v);
 }
 
 namespace {
@@ -89,207 +70,9 @@ uint64_t asU64(double v) { return uint64_t(int64_t(v)); }
 
 bool anyNaN(double a, double b) { return std::isnan(a) || std::isnan(b); }
 
-/// maximum/minimum propagate NaN, as NumPy's do.
+/// max propagates NaN, as NumPy's does.
 double maxValue(double a, double b) {
   return anyNaN(a, b) ? NAN : std::max(a, b);
-}
-double minValue(double a, double b) {
-  return anyNaN(a, b) ? NAN : std::min(a, b);
-}
-
-double sigmoid(double x) {
-  // Never exponentiates a large positive number.
-  if (x >= 0)
-    return 1 / (1 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1 + e);
-}
-
-/// An f32 function of gradc/Math.h, the one implementation that the C++
-/// and LLVM backends call too, at one f32 element (held in a double, as
-/// every value here), or false when `kind` has none.
-bool mathF32Value(OpKind kind, double xd, double yd, double &out) {
-  float x = static_cast<float>(xd), y = static_cast<float>(yd);
-  switch (kind) {
-  case OpKind::Exp:
-    out = gradc::exp(x);
-    return true;
-  case OpKind::Log:
-    out = gradc::log(x);
-    return true;
-  case OpKind::Sin:
-    out = gradc::sin(x);
-    return true;
-  case OpKind::Cos:
-    out = gradc::cos(x);
-    return true;
-  case OpKind::Tanh:
-    out = gradc::tanh(x);
-    return true;
-  case OpKind::Sigmoid:
-    out = gradc::sigmoid(x);
-    return true;
-  case OpKind::Softplus:
-    out = gradc::softplus(x);
-    return true;
-  case OpKind::Pow:
-    out = gradc::pow(x, y);
-    return true;
-  default:
-    return false;
-  }
-}
-
-double unaryValue(OpKind kind, double x, bool isInt, bool isF32) {
-  double math;
-  if (isF32 && mathF32Value(kind, x, 0, math))
-    return math;
-  switch (kind) {
-  case OpKind::Identity:
-  case OpKind::StopGradient:
-    return x;
-  case OpKind::ZerosLike:
-    return 0;
-  case OpKind::OnesLike:
-    return 1;
-  case OpKind::Neg:
-    return isInt ? wrap32(0 - asU64(x)) : -x;
-  case OpKind::Exp:
-    return std::exp(x);
-  case OpKind::Log:
-    return std::log(x);
-  case OpKind::Sqrt:
-    return std::sqrt(x);
-  case OpKind::Abs:
-    return isInt ? wrap32(x < 0 ? 0 - asU64(x) : asU64(x)) : std::fabs(x);
-  case OpKind::Sign:
-    if (std::isnan(x))
-      return x;
-    return x > 0 ? 1 : x < 0 ? -1 : 0;
-  case OpKind::Sin:
-    return std::sin(x);
-  case OpKind::Cos:
-    return std::cos(x);
-  case OpKind::Tanh:
-    return std::tanh(x);
-  case OpKind::Sigmoid:
-    return sigmoid(x);
-  case OpKind::Relu:
-    return std::isnan(x) ? x : x > 0 ? x : 0;
-  case OpKind::Softplus:
-    // max(x, 0) + log1p(e^-|x|): no overflow for large |x|.
-    return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
-  case OpKind::Square:
-    return isInt ? wrap32(asU64(x) * asU64(x)) : x * x;
-  default:
-    break;
-  }
-  return NAN;
-}
-
-bool isUnary(OpKind kind) {
-  switch (kind) {
-  case OpKind::Identity:
-  case OpKind::StopGradient:
-  case OpKind::ZerosLike:
-  case OpKind::OnesLike:
-  case OpKind::Neg:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Abs:
-  case OpKind::Sign:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Softplus:
-  case OpKind::Square:
-    return true;
-  default:
-    return false;
-  }
-}
-
-bool isBinary(OpKind kind) {
-  switch (kind) {
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Pow:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-  case OpKind::Less:
-  case OpKind::LessEqual:
-  case OpKind::Greater:
-  case OpKind::GreaterEqual:
-  case OpKind::Equal:
-  case OpKind::NotEqual:
-    return true;
-  default:
-    return false;
-  }
-}
-
-/// One element of a binary op; false only for an i32 division by zero.
-bool binaryValue(OpKind kind, double a, double b, bool isInt, bool isF32,
-                 double &out) {
-  if (isF32 && mathF32Value(kind, a, b, out))
-    return true;
-  switch (kind) {
-  case OpKind::Add:
-    out = isInt ? wrap32(asU64(a) + asU64(b)) : a + b;
-    return true;
-  case OpKind::Sub:
-    out = isInt ? wrap32(asU64(a) - asU64(b)) : a - b;
-    return true;
-  case OpKind::Mul:
-    out = isInt ? wrap32(asU64(a) * asU64(b)) : a * b;
-    return true;
-  case OpKind::Div:
-    if (!isInt) {
-      out = a / b;
-      return true;
-    }
-    if (b == 0)
-      return false;
-    // In 64 bits INT_MIN / -1 is 2^31, which wraps back to INT_MIN.
-    out = wrap32(uint64_t(int64_t(a) / int64_t(b)));
-    return true;
-  case OpKind::Pow:
-    out = std::pow(a, b);
-    return true;
-  case OpKind::Maximum:
-    out = maxValue(a, b);
-    return true;
-  case OpKind::Minimum:
-    out = minValue(a, b);
-    return true;
-  case OpKind::Less:
-    out = a < b;
-    return true;
-  case OpKind::LessEqual:
-    out = a <= b;
-    return true;
-  case OpKind::Greater:
-    out = a > b;
-    return true;
-  case OpKind::GreaterEqual:
-    out = a >= b;
-    return true;
-  case OpKind::Equal:
-    out = a == b;
-    return true;
-  case OpKind::NotEqual:
-    out = a != b;
-    return true;
-  default:
-    break;
-  }
-  out = NAN;
-  return true;
 }
 
 //===----------------------------------------------------------------------===//
@@ -626,14 +409,9 @@ private:
 
   bool evaluate(OpContext &c, std::vector<Tensor> &out, unsigned depth) {
     OpKind kind = c.op.getKind();
-    if (isUnary(kind))
-      return evalUnary(c, out);
-    if (isBinary(kind))
-      return evalBinary(c, out);
+    if (c.op.getInfo().has(Elementwise))
+      return evalElementwise(c, out);
     switch (kind) {
-    case OpKind::Select:
-    case OpKind::Clip:
-      return evalTernary(c, out);
     case OpKind::Sum:
     case OpKind::Mean:
     case OpKind::Max:
@@ -699,77 +477,48 @@ private:
                          std::to_string(c.op.getNumResults()));
   }
 
-  // y[i] = f(x[i]), rounded to y's element type.
-  bool evalUnary(OpContext &c, std::vector<Tensor> &out) {
-    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+  // z[i] = f(x[i'], y[i''], ...) with NumPy broadcasting, where f is the
+  // op's scalar expansion in the op table (gradc/Ops/Scalar.h): the same
+  // tree the loop IR's legalisation translates, evaluated with the same
+  // primitives and gradc/Math.h functions as the loop evaluator. The
+  // expansion computes in the type of the last operand (select's values).
+  bool evalElementwise(OpContext &c, std::vector<Tensor> &out) {
+    const OpInfo &info = c.op.getInfo();
+    if (!info.expand)
+      return opFail(c, "the op table has no scalar expansion for this op");
+    if (c.operands.empty() || !checkResultCount(c, 1))
       return false;
-    const Tensor &x = *c.operands[0];
-    out.resize(1);
-    if (!make(c, resultDType(c), x.shape, out[0]))
-      return false;
-    bool isInt = x.dtype == DType::I32, isF32 = x.dtype == DType::F32;
-    for (size_t i = 0; i < x.data.size(); ++i)
-      out[0].data[i] = roundToDType(
-          out[0].dtype, unaryValue(c.op.getKind(), x.data[i], isInt, isF32));
-    return true;
-  }
-
-  // z[i] = f(x[i'], y[i'']) with NumPy broadcasting.
-  bool evalBinary(OpContext &c, std::vector<Tensor> &out) {
-    if (!checkArity(c, 2) || !checkResultCount(c, 1))
-      return false;
-    const Tensor &x = *c.operands[0], &y = *c.operands[1];
     IntShape shape;
-    if (!broadcastShape(x.shape, y.shape, shape))
-      return opFail(c, "cannot broadcast shapes " + shapeText(x.shape) +
-                           " and " + shapeText(y.shape));
+    for (const Tensor *t : c.operands) {
+      IntShape next;
+      if (!broadcastShape(shape, t->shape, next)) {
+        std::string shapes;
+        for (size_t i = 0; i < c.operands.size(); ++i)
+          shapes += (i == 0                       ? ""
+                     : i + 1 == c.operands.size() ? " and "
+                                                  : ", ") +
+                    shapeText(c.operands[i]->shape);
+        return opFail(c, "cannot broadcast shapes " + shapes);
+      }
+      shape = std::move(next);
+    }
     out.resize(1);
     Tensor &z = out[0];
     if (!make(c, resultDType(c), shape, z))
       return false;
-    bool isInt = x.dtype == DType::I32, isF32 = x.dtype == DType::F32;
+    ScalarNodePtr f = info.expand(fromDType(c.operands.back()->dtype));
+    std::vector<IntShape> strides;
+    for (const Tensor *t : c.operands)
+      strides.push_back(broadcastStrides(t->shape, shape));
+    llvm::SmallVector<double, 3> elements(c.operands.size());
     bool divByZero = false;
-    stridedLoop(
-        shape,
-        {broadcastStrides(x.shape, shape), broadcastStrides(y.shape, shape)},
-        [&](int64_t i, llvm::ArrayRef<int64_t> at) {
-          double v = 0;
-          if (!binaryValue(c.op.getKind(), x.data[at[0]], y.data[at[1]], isInt,
-                           isF32, v))
-            divByZero = true;
-          z.data[i] = roundToDType(z.dtype, v);
-        });
+    stridedLoop(shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
+      for (size_t k = 0; k < elements.size(); ++k)
+        elements[k] = c.operands[k]->data[at[k]];
+      z.data[i] = roundToDType(z.dtype, evalScalar(*f, elements, divByZero));
+    });
     if (divByZero)
       return opFail(c, "integer division by zero");
-    return true;
-  }
-
-  // select(cond, a, b) = cond ? a : b;
-  // clip(x, lo, hi) = minimum(maximum(x, lo), hi); both broadcast.
-  bool evalTernary(OpContext &c, std::vector<Tensor> &out) {
-    if (!checkArity(c, 3) || !checkResultCount(c, 1))
-      return false;
-    const Tensor &a = *c.operands[0], &b = *c.operands[1], &d = *c.operands[2];
-    IntShape ab, shape;
-    if (!broadcastShape(a.shape, b.shape, ab) ||
-        !broadcastShape(ab, d.shape, shape))
-      return opFail(c, "cannot broadcast shapes " + shapeText(a.shape) + ", " +
-                           shapeText(b.shape) + " and " + shapeText(d.shape));
-    out.resize(1);
-    Tensor &z = out[0];
-    if (!make(c, resultDType(c), shape, z))
-      return false;
-    bool isSelect = c.op.getKind() == OpKind::Select;
-    stridedLoop(
-        shape,
-        {broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape),
-         broadcastStrides(d.shape, shape)},
-        [&](int64_t i, llvm::ArrayRef<int64_t> at) {
-          double va = a.data[at[0]], vb = b.data[at[1]], vc = d.data[at[2]];
-          double v =
-              isSelect ? (va != 0 ? vb : vc) : minValue(maxValue(va, vb), vc);
-          z.data[i] = roundToDType(z.dtype, v);
-        });
     return true;
   }
 

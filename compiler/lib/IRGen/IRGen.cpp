@@ -110,6 +110,7 @@ public:
     else
       attr.ruleName = inst->name;
     attr.via = via.str();
+    attr.gradBlock = !inst->rule && inst->gradBlockOf;
     attr.annotationLoc = annotation;
   }
 

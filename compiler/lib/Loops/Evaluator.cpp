@@ -38,50 +38,7 @@ namespace {
 double wrap32(uint64_t v) { return double(int32_t(uint32_t(v))); }
 uint64_t asU64(double v) { return uint64_t(int64_t(v)); }
 
-/// An f32 intrinsic: gradc/Math.h's function, the one implementation the
-/// interpreter and both backends call (docs/Math.md), so that the
-/// evaluator agrees with them bit for bit.
-double mathF32(Intrinsic fn, float x, float y) {
-  switch (fn) {
-  case Intrinsic::Exp:
-    return gradc::exp(x);
-  case Intrinsic::Log:
-    return gradc::log(x);
-  case Intrinsic::Log1p:
-    return float(std::log1p(double(x)));
-  case Intrinsic::Sqrt:
-    return std::sqrt(x);
-  case Intrinsic::Sin:
-    return gradc::sin(x);
-  case Intrinsic::Cos:
-    return gradc::cos(x);
-  case Intrinsic::Tanh:
-    return gradc::tanh(x);
-  case Intrinsic::Pow:
-    return gradc::pow(x, y);
-  case Intrinsic::Sigmoid:
-    return gradc::sigmoid(x);
-  case Intrinsic::Softplus:
-    return gradc::softplus(x);
-  }
-  return NAN;
-}
-
-double roundTo(ScalarType t, double v) {
-  switch (t) {
-  case ScalarType::F32:
-    return ir::roundToDType(DType::F32, v);
-  case ScalarType::F64:
-    return v;
-  case ScalarType::I32:
-    return ir::roundToDType(DType::I32, v);
-  case ScalarType::Bool:
-    return v != 0 ? 1 : 0;
-  case ScalarType::Index:
-    return std::isfinite(v) ? std::trunc(v) : 0;
-  }
-  return v;
-}
+double roundTo(ScalarType t, double v) { return roundToScalar(t, v); }
 
 /// The NaN policy of docs/IR.md: NaN if either is NaN, else the larger
 /// (of -0 and +0, the first).
@@ -191,70 +148,16 @@ private:
   bool bindArguments(const LoopFunction &fn, llvm::ArrayRef<Tensor> args);
 };
 
+/// The primitives' semantics are the op table's (gradc/Ops/Scalar.h),
+/// which the interpreter uses too.
 double Evaluator::evalPrim(const Expr &e) {
-  ScalarType t = e.args[0]->type;
   double a = eval(*e.args[0]);
   double b = e.args.size() > 1 ? eval(*e.args[1]) : 0;
-  bool isInt = t == ScalarType::I32;
-  bool isIndex = t == ScalarType::Index;
-  switch (e.op) {
-  case PrimOp::Neg:
-    return isInt ? wrap32(0 - asU64(a)) : -a;
-  case PrimOp::Abs:
-    return isInt ? wrap32(a < 0 ? 0 - asU64(a) : asU64(a)) : std::fabs(a);
-  case PrimOp::Not:
-    return a == 0;
-  case PrimOp::IsNaN:
-    return std::isnan(a);
-  case PrimOp::IsFinite:
-    return std::isfinite(a);
-  case PrimOp::Add:
-    if (isIndex)
-      return double(int64_t(a) + int64_t(b));
-    return isInt ? wrap32(asU64(a) + asU64(b)) : roundTo(t, a + b);
-  case PrimOp::Sub:
-    if (isIndex)
-      return double(int64_t(a) - int64_t(b));
-    return isInt ? wrap32(asU64(a) - asU64(b)) : roundTo(t, a - b);
-  case PrimOp::Mul:
-    if (isIndex)
-      return double(int64_t(a) * int64_t(b));
-    return isInt ? wrap32(asU64(a) * asU64(b)) : roundTo(t, a * b);
-  case PrimOp::Div:
-  case PrimOp::Rem:
-    if (isInt || isIndex) {
-      if (b == 0) {
-        fail("integer division by zero");
-        return 0;
-      }
-      int64_t q = int64_t(a) / int64_t(b), r = int64_t(a) % int64_t(b);
-      if (e.op == PrimOp::Rem)
-        return double(r);
-      return isInt ? wrap32(uint64_t(q)) : double(q);
-    }
-    return roundTo(t, a / b);
-  case PrimOp::Max:
-    return maxOf(a, b);
-  case PrimOp::Min:
-    return minOf(a, b);
-  case PrimOp::Lt:
-    return a < b;
-  case PrimOp::Le:
-    return a <= b;
-  case PrimOp::Gt:
-    return a > b;
-  case PrimOp::Ge:
-    return a >= b;
-  case PrimOp::Eq:
-    return a == b;
-  case PrimOp::Ne:
-    return a != b;
-  case PrimOp::And:
-    return a != 0 && b != 0;
-  case PrimOp::Or:
-    return a != 0 || b != 0;
-  }
-  return NAN;
+  bool divByZero = false;
+  double v = gradc::evalPrim(e.op, e.args[0]->type, a, b, divByZero);
+  if (divByZero)
+    fail("integer division by zero");
+  return v;
 }
 
 double Evaluator::eval(const Expr &e) {
@@ -280,41 +183,11 @@ double Evaluator::eval(const Expr &e) {
   case Expr::Kind::Prim:
     return evalPrim(e);
   case Expr::Kind::Intrinsic: {
+    // gradc/Math.h's functions, as in the interpreter and both backends
+    // (docs/Math.md), so that the evaluator agrees with them bit for bit.
     double a = eval(*e.args[0]);
-    if (e.type == ScalarType::F32)
-      return mathF32(e.fn, float(a),
-                     e.args.size() > 1 ? float(eval(*e.args[1])) : 0.0f);
-    double v = NAN;
-    switch (e.fn) {
-    case Intrinsic::Exp:
-      v = std::exp(a);
-      break;
-    case Intrinsic::Log:
-      v = std::log(a);
-      break;
-    case Intrinsic::Log1p:
-      v = std::log1p(a);
-      break;
-    case Intrinsic::Sqrt:
-      v = std::sqrt(a);
-      break;
-    case Intrinsic::Sin:
-      v = std::sin(a);
-      break;
-    case Intrinsic::Cos:
-      v = std::cos(a);
-      break;
-    case Intrinsic::Tanh:
-      v = std::tanh(a);
-      break;
-    case Intrinsic::Pow:
-      v = std::pow(a, eval(*e.args[1]));
-      break;
-    case Intrinsic::Sigmoid:
-    case Intrinsic::Softplus:
-      break; // f32 only (legalisation expands f64)
-    }
-    return roundTo(e.type, v);
+    double b = e.args.size() > 1 ? eval(*e.args[1]) : 0;
+    return evalIntrinsic(e.fn, e.type, a, b);
   }
   case Expr::Kind::Select: {
     // Both arms are evaluated, as a vectorised printer would.

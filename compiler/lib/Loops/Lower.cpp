@@ -105,7 +105,8 @@ void Lowering::setOrigin(const ir::Op *op) {
   if (op->getNumResults())
     origin.result = names.get(op->getResult(0));
   origin.loc = op->getLoc();
-  if (!op->getNote().empty())
+  origin.provenance = op->getProvenance();
+  if (origin.provenance != ir::Provenance::Source)
     origin.rule = op->getNote();
   else if (op->getGradRule().isSet())
     origin.rule = "rule '" + op->getGradRule().ruleName + "' (" +

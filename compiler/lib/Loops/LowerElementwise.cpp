@@ -2,8 +2,9 @@
 //
 // z[i] = f(x[i'], y[i''], ...) over the result's shape, one loop per
 // dimension; each operand is read through its broadcast index (a known-1
-// axis reads index 0). The scalar f comes from Legalize.cpp. An i32
-// division first checks its divisor (the interpreter's run-time error).
+// axis reads index 0). The scalar f comes from Legalize.cpp (the op
+// table's expansion). An i32 division (trait IntDivision) first checks
+// its divisor (the interpreter's run-time error).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,15 +17,15 @@ bool loops::lowerElementwise(Lowering &l, const ir::Op &op) {
   if (op.getNumResults() != 1 || op.getNumOperands() == 0)
     return l.fail("cannot lower '" + op.getName().str() + "' to loops");
   const TensorType &type = op.getResult()->getType();
-  // The operand type that decides the arithmetic: for select, the values.
-  unsigned typed = op.getKind() == OpKind::Select ? 1 : 0;
-  DType operandType = op.getOperand(typed)->getType().dtype;
+  // The operand type that decides the arithmetic: the last operand's (for
+  // select, the values'), as in the interpreter.
+  DType operandType = op.getOperands().back()->getType().dtype;
   Buffer *out = l.resultBuffer(op);
   Nest n = l.openNest(l.top(), type.shape);
   std::vector<ExprPtr> operands;
   for (const ir::Value *v : op.getOperands())
     operands.push_back(l.read(v, n.idx));
-  if (op.getKind() == OpKind::Div && operandType == DType::I32)
+  if (op.getInfo().has(IntDivision) && operandType == DType::I32)
     l.check(
         *n.body,
         prim(PrimOp::Ne, operands[1]->clone(), constant(ScalarType::I32, 0)),

@@ -637,6 +637,105 @@ bool inferSoftmaxCrossEntropy(llvm::ArrayRef<TensorType> ops, AttrList &,
 }
 
 //===----------------------------------------------------------------------===//
+// Scalar expansions: one result element from the operand elements at its
+// position. The semantics of docs/IR.md, with its one NaN policy:
+// `maximum`/`minimum`/`clip` propagate NaN (PrimOp::Max/Min), `relu` and
+// `sign` keep a NaN, and no op turns a NaN into a number. Composite ops
+// whose intermediate values would round differently in f32 (sigmoid,
+// softplus) are gradc/Math.h functions of their own for f32 and expand
+// into f64 primitives only for f64.
+//===----------------------------------------------------------------------===//
+
+using namespace gradc::sx;
+
+ScalarNodePtr x0(ScalarType t) { return operand(0, t); }
+ScalarNodePtr c(ScalarType t, double v) { return constant(t, v); }
+
+/// A NaN stays itself; otherwise `rest`.
+ScalarNodePtr keepNaN(ScalarType t, ScalarNodePtr rest) {
+  if (!isFloatType(t))
+    return rest;
+  return select(prim(PrimOp::IsNaN, x0(t)), x0(t), std::move(rest));
+}
+
+// y = x (identity, stop_gradient).
+ScalarNodePtr expandCopy(ScalarType t) { return x0(t); }
+template <int V> ScalarNodePtr expandFill(ScalarType t) { return c(t, V); }
+template <PrimOp P> ScalarNodePtr expandPrim1(ScalarType t) {
+  return prim(P, x0(t));
+}
+template <PrimOp P> ScalarNodePtr expandPrim2(ScalarType t) {
+  return prim(P, x0(t), operand(1, t));
+}
+template <Intrinsic F> ScalarNodePtr expandMath1(ScalarType t) {
+  return intrinsic(F, x0(t));
+}
+
+// sign(x) = 1, -1 or 0 (+0 for ±0); NaN stays NaN.
+ScalarNodePtr expandSign(ScalarType t) {
+  return keepNaN(
+      t, select(prim(PrimOp::Gt, x0(t), c(t, 0)), c(t, 1),
+                select(prim(PrimOp::Lt, x0(t), c(t, 0)), c(t, -1), c(t, 0))));
+}
+
+// relu(x) = x > 0 ? x : +0; NaN stays NaN (not max(x, 0), which would
+// keep -0).
+ScalarNodePtr expandRelu(ScalarType t) {
+  return keepNaN(t, select(prim(PrimOp::Gt, x0(t), c(t, 0)), x0(t), c(t, 0)));
+}
+
+// sigmoid(x) = 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, so that
+// no large positive number is exponentiated. NaN gives NaN (second arm).
+ScalarNodePtr expandSigmoid(ScalarType t) {
+  if (t == ScalarType::F32)
+    return intrinsic(Intrinsic::Sigmoid, x0(t));
+  ScalarNodePtr pos =
+      prim(PrimOp::Div, c(t, 1),
+           prim(PrimOp::Add, c(t, 1),
+                intrinsic(Intrinsic::Exp, prim(PrimOp::Neg, x0(t)))));
+  ScalarNodePtr neg =
+      prim(PrimOp::Div, intrinsic(Intrinsic::Exp, x0(t)),
+           prim(PrimOp::Add, c(t, 1), intrinsic(Intrinsic::Exp, x0(t))));
+  return select(prim(PrimOp::Ge, x0(t), c(t, 0)), std::move(pos),
+                std::move(neg));
+}
+
+// softplus(x) = max(x, 0) + log1p(e^-|x|): no overflow for large |x|.
+ScalarNodePtr expandSoftplus(ScalarType t) {
+  if (t == ScalarType::F32)
+    return intrinsic(Intrinsic::Softplus, x0(t));
+  return prim(
+      PrimOp::Add, prim(PrimOp::Max, x0(t), c(t, 0)),
+      intrinsic(Intrinsic::Log1p,
+                intrinsic(Intrinsic::Exp,
+                          prim(PrimOp::Neg, prim(PrimOp::Abs, x0(t))))));
+}
+
+// square(x) = x * x.
+ScalarNodePtr expandSquare(ScalarType t) {
+  return prim(PrimOp::Mul, x0(t), x0(t));
+}
+
+// pow of integers is the f64 power converted back (truncated, wrapped).
+ScalarNodePtr expandPow(ScalarType t) {
+  if (isFloatType(t))
+    return intrinsic(Intrinsic::Pow, x0(t), operand(1, t));
+  return cast(t, intrinsic(Intrinsic::Pow, cast(ScalarType::F64, x0(t)),
+                           cast(ScalarType::F64, operand(1, t))));
+}
+
+// select(cond, a, b) = cond ? a : b.
+ScalarNodePtr expandSelect(ScalarType t) {
+  return select(operand(0, ScalarType::Bool), operand(1, t), operand(2, t));
+}
+
+// clip(x, lo, hi) = minimum(maximum(x, lo), hi).
+ScalarNodePtr expandClip(ScalarType t) {
+  return prim(PrimOp::Min, prim(PrimOp::Max, x0(t), operand(1, t)),
+              operand(2, t));
+}
+
+//===----------------------------------------------------------------------===//
 // The table
 //===----------------------------------------------------------------------===//
 
@@ -679,11 +778,19 @@ constexpr const char *notDiffCompare =
 constexpr const char *notDiffConstant =
     "its result does not depend on the operand's values";
 
-#define UNARY(K, N, INFER, SUMMARY)                                            \
-  {OpKind::K, N, xOnly, false, {}, {}, nullptr, true, SUMMARY, INFER}
-#define BINARY(K, N, INFER, SUMMARY)                                           \
-  {OpKind::K, N, xy, false, {}, {}, nullptr, true, SUMMARY, INFER}
-#define COMPARE(K, N, ORD, SUMMARY)                                            \
+constexpr unsigned math = Elementwise | Arithmetic;
+constexpr unsigned layout = IndexMap | SplatPreserving;
+
+/// An elementwise op of one or two operands: traits, zero rule, expansion.
+// clang-format off
+#define UNARY(K, N, INFER, SUMMARY, ZERO, EXPAND)                              \
+  {OpKind::K, N, xOnly, false, {}, {}, nullptr, true, SUMMARY, INFER, math,    \
+   ZERO, EXPAND}
+#define BINARY(K, N, INFER, SUMMARY, TRAITS, ZERO, EXPAND)                     \
+  {OpKind::K, N, xy, false, {}, {}, nullptr, true, SUMMARY, INFER, TRAITS,     \
+   ZERO, EXPAND}
+// clang-format on
+#define COMPARE(K, N, ORD, SUMMARY, PRIM)                                      \
   {OpKind::K,                                                                  \
    N,                                                                          \
    xy,                                                                         \
@@ -693,10 +800,25 @@ constexpr const char *notDiffConstant =
    notDiffCompare,                                                             \
    true,                                                                       \
    SUMMARY,                                                                    \
-   inferCompare<OpKind::K, ORD>}
+   inferCompare<OpKind::K, ORD>,                                               \
+   math,                                                                       \
+   ZeroWhen::Never,                                                            \
+   expandPrim2<PRIM>}
 
 const OpInfo opTable[] = {
-    UNARY(Identity, "identity", inferSameAny, "y = x"),
+    {OpKind::Identity,
+     "identity",
+     xOnly,
+     false,
+     {},
+     {},
+     nullptr,
+     true,
+     "y = x",
+     inferSameAny,
+     Elementwise | layout,
+     ZeroWhen::Never,
+     expandCopy},
     {OpKind::StopGradient,
      "stop_gradient",
      xOnly,
@@ -706,7 +828,10 @@ const OpInfo opTable[] = {
      "it is the identity forward and blocks the gradient by definition",
      true,
      "y = x; no gradient flows through",
-     inferSameAny},
+     inferSameAny,
+     Elementwise | IndexMap,
+     ZeroWhen::First,
+     expandCopy},
     {OpKind::ZerosLike,
      "zeros_like",
      xOnly,
@@ -716,7 +841,10 @@ const OpInfo opTable[] = {
      notDiffConstant,
      true,
      "zeros of x's type",
-     inferSameAny},
+     inferSameAny,
+     Elementwise,
+     ZeroWhen::Never,
+     expandFill<0>},
     {OpKind::OnesLike,
      "ones_like",
      xOnly,
@@ -726,12 +854,20 @@ const OpInfo opTable[] = {
      notDiffConstant,
      true,
      "ones of x's type",
-     inferSameAny},
-    UNARY(Neg, "neg", inferSameNumeric<OpKind::Neg>, "y = -x"),
-    UNARY(Exp, "exp", inferSameFloat<OpKind::Exp>, "y = e^x"),
-    UNARY(Log, "log", inferSameFloat<OpKind::Log>, "y = ln x"),
-    UNARY(Sqrt, "sqrt", inferSameFloat<OpKind::Sqrt>, "y = sqrt(x)"),
-    UNARY(Abs, "abs", inferSameNumeric<OpKind::Abs>, "y = |x|"),
+     inferSameAny,
+     Elementwise,
+     ZeroWhen::Never,
+     expandFill<1>},
+    UNARY(Neg, "neg", inferSameNumeric<OpKind::Neg>, "y = -x", ZeroWhen::First,
+          expandPrim1<PrimOp::Neg>),
+    UNARY(Exp, "exp", inferSameFloat<OpKind::Exp>, "y = e^x", ZeroWhen::Never,
+          expandMath1<Intrinsic::Exp>),
+    UNARY(Log, "log", inferSameFloat<OpKind::Log>, "y = ln x", ZeroWhen::Never,
+          expandMath1<Intrinsic::Log>),
+    UNARY(Sqrt, "sqrt", inferSameFloat<OpKind::Sqrt>, "y = sqrt(x)",
+          ZeroWhen::First, expandMath1<Intrinsic::Sqrt>),
+    UNARY(Abs, "abs", inferSameNumeric<OpKind::Abs>, "y = |x|", ZeroWhen::First,
+          expandPrim1<PrimOp::Abs>),
     {OpKind::Sign,
      "sign",
      xOnly,
@@ -741,32 +877,47 @@ const OpInfo opTable[] = {
      "it is piecewise constant: its derivative is zero wherever it exists",
      true,
      "y = -1, 0 or 1",
-     inferSameNumeric<OpKind::Sign>},
-    UNARY(Sin, "sin", inferSameFloat<OpKind::Sin>, "y = sin x"),
-    UNARY(Cos, "cos", inferSameFloat<OpKind::Cos>, "y = cos x"),
-    UNARY(Tanh, "tanh", inferSameFloat<OpKind::Tanh>, "y = tanh x"),
+     inferSameNumeric<OpKind::Sign>,
+     math,
+     ZeroWhen::First,
+     expandSign},
+    UNARY(Sin, "sin", inferSameFloat<OpKind::Sin>, "y = sin x", ZeroWhen::First,
+          expandMath1<Intrinsic::Sin>),
+    UNARY(Cos, "cos", inferSameFloat<OpKind::Cos>, "y = cos x", ZeroWhen::Never,
+          expandMath1<Intrinsic::Cos>),
+    UNARY(Atan, "atan", inferSameFloat<OpKind::Atan>, "y = arctan x",
+          ZeroWhen::First, expandMath1<Intrinsic::Atan>),
+    UNARY(Tanh, "tanh", inferSameFloat<OpKind::Tanh>, "y = tanh x",
+          ZeroWhen::First, expandMath1<Intrinsic::Tanh>),
     UNARY(Sigmoid, "sigmoid", inferSameFloat<OpKind::Sigmoid>,
-          "y = 1 / (1 + e^-x)"),
-    UNARY(Relu, "relu", inferSameNumeric<OpKind::Relu>, "y = max(x, 0)"),
+          "y = 1 / (1 + e^-x)", ZeroWhen::Never, expandSigmoid),
+    UNARY(Relu, "relu", inferSameNumeric<OpKind::Relu>, "y = max(x, 0)",
+          ZeroWhen::First, expandRelu),
     UNARY(Softplus, "softplus", inferSameFloat<OpKind::Softplus>,
-          "y = ln(1 + e^x)"),
-    UNARY(Square, "square", inferSameNumeric<OpKind::Square>, "y = x * x"),
+          "y = ln(1 + e^x)", ZeroWhen::Never, expandSoftplus),
+    UNARY(Square, "square", inferSameNumeric<OpKind::Square>, "y = x * x",
+          ZeroWhen::First, expandSquare),
 
-    BINARY(Add, "add", (inferArith<OpKind::Add, false>), "z = x + y"),
-    BINARY(Sub, "sub", (inferArith<OpKind::Sub, false>), "z = x - y"),
-    BINARY(Mul, "mul", (inferArith<OpKind::Mul, false>), "z = x * y"),
-    BINARY(Div, "div", (inferArith<OpKind::Div, false>), "z = x / y"),
-    BINARY(Pow, "pow", (inferArith<OpKind::Pow, true>), "z = x ^ y"),
+    BINARY(Add, "add", (inferArith<OpKind::Add, false>), "z = x + y", math,
+           ZeroWhen::All, expandPrim2<PrimOp::Add>),
+    BINARY(Sub, "sub", (inferArith<OpKind::Sub, false>), "z = x - y", math,
+           ZeroWhen::All, expandPrim2<PrimOp::Sub>),
+    BINARY(Mul, "mul", (inferArith<OpKind::Mul, false>), "z = x * y", math,
+           ZeroWhen::Any, expandPrim2<PrimOp::Mul>),
+    BINARY(Div, "div", (inferArith<OpKind::Div, false>), "z = x / y",
+           math | IntDivision, ZeroWhen::First, expandPrim2<PrimOp::Div>),
+    BINARY(Pow, "pow", (inferArith<OpKind::Pow, true>), "z = x ^ y", math,
+           ZeroWhen::Never, expandPow),
     BINARY(Maximum, "maximum", (inferArith<OpKind::Maximum, false>),
-           "z = max(x, y)"),
+           "z = max(x, y)", math, ZeroWhen::All, expandPrim2<PrimOp::Max>),
     BINARY(Minimum, "minimum", (inferArith<OpKind::Minimum, false>),
-           "z = min(x, y)"),
-    COMPARE(Less, "less", true, "z = x < y"),
-    COMPARE(LessEqual, "less_equal", true, "z = x <= y"),
-    COMPARE(Greater, "greater", true, "z = x > y"),
-    COMPARE(GreaterEqual, "greater_equal", true, "z = x >= y"),
-    COMPARE(Equal, "equal", false, "z = x == y"),
-    COMPARE(NotEqual, "not_equal", false, "z = x != y"),
+           "z = min(x, y)", math, ZeroWhen::All, expandPrim2<PrimOp::Min>),
+    COMPARE(Less, "less", true, "z = x < y", PrimOp::Lt),
+    COMPARE(LessEqual, "less_equal", true, "z = x <= y", PrimOp::Le),
+    COMPARE(Greater, "greater", true, "z = x > y", PrimOp::Gt),
+    COMPARE(GreaterEqual, "greater_equal", true, "z = x >= y", PrimOp::Ge),
+    COMPARE(Equal, "equal", false, "z = x == y", PrimOp::Eq),
+    COMPARE(NotEqual, "not_equal", false, "z = x != y", PrimOp::Ne),
     {OpKind::Select,
      "select",
      selectOperands,
@@ -776,7 +927,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "z = cond ? a : b",
-     inferSelect},
+     inferSelect,
+     math,
+     ZeroWhen::Values,
+     expandSelect},
     {OpKind::Clip,
      "clip",
      clipOperands,
@@ -786,7 +940,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "z = min(max(x, lo), hi)",
-     inferClip},
+     inferClip,
+     math,
+     ZeroWhen::Never,
+     expandClip},
 
     {OpKind::Sum,
      "sum",
@@ -797,7 +954,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "sum over axes",
-     inferReduce<OpKind::Sum, false>},
+     inferReduce<OpKind::Sum, false>,
+     NoTraits,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::Mean,
      "mean",
      xOnly,
@@ -807,7 +967,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "mean over axes",
-     inferReduce<OpKind::Mean, true>},
+     inferReduce<OpKind::Mean, true>,
+     NoTraits,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::Max,
      "max",
      xOnly,
@@ -817,7 +980,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "maximum over axes",
-     inferReduce<OpKind::Max, false>},
+     inferReduce<OpKind::Max, false>,
+     SplatPreserving,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::LogSumExp,
      "logsumexp",
      xOnly,
@@ -827,7 +993,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "ln of the sum of e^x over axes, computed stably",
-     inferReduce<OpKind::LogSumExp, true>},
+     inferReduce<OpKind::LogSumExp, true>,
+     NoTraits,
+     ZeroWhen::Never,
+     nullptr},
     {OpKind::Softmax,
      "softmax",
      xOnly,
@@ -837,7 +1006,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "e^x / sum(e^x) along axis",
-     inferSoftmax<OpKind::Softmax>},
+     inferSoftmax<OpKind::Softmax>,
+     NoTraits,
+     ZeroWhen::Never,
+     nullptr},
     {OpKind::LogSoftmax,
      "log_softmax",
      xOnly,
@@ -847,10 +1019,14 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "x - logsumexp(x) along axis",
-     inferSoftmax<OpKind::LogSoftmax>},
+     inferSoftmax<OpKind::LogSoftmax>,
+     NoTraits,
+     ZeroWhen::Never,
+     nullptr},
 
     BINARY(MatMul, "matmul", inferMatMul,
-           "matrix product with NumPy matmul rules"),
+           "matrix product with NumPy matmul rules", NoTraits, ZeroWhen::Any,
+           nullptr),
     {OpKind::Transpose,
      "transpose",
      xOnly,
@@ -860,7 +1036,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "permute axes (default: reverse them)",
-     inferTranspose},
+     inferTranspose,
+     layout,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::Reshape,
      "reshape",
      xOnly,
@@ -870,7 +1049,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "same elements, new shape (one -1 is inferred)",
-     inferReshape},
+     inferReshape,
+     layout,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::BroadcastTo,
      "broadcast_to",
      xOnly,
@@ -880,7 +1062,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "NumPy broadcast to a shape",
-     inferBroadcastTo},
+     inferBroadcastTo,
+     layout,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::Stack,
      "stack",
      listOperand,
@@ -890,7 +1075,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "join tensors along a new axis",
-     inferStack},
+     inferStack,
+     layout,
+     ZeroWhen::All,
+     nullptr},
     {OpKind::Unstack,
      "unstack",
      xOnly,
@@ -900,7 +1088,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "split a tensor along an axis into a list",
-     inferUnstack},
+     inferUnstack,
+     layout,
+     ZeroWhen::First,
+     nullptr},
     {OpKind::Concat,
      "concat",
      listOperand,
@@ -910,7 +1101,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "join tensors along an existing axis",
-     inferConcat},
+     inferConcat,
+     layout,
+     ZeroWhen::All,
+     nullptr},
     {OpKind::Split,
      "split",
      xOnly,
@@ -920,15 +1114,18 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "cut a tensor along an axis into parts of given sizes",
-     inferSplit},
+     inferSplit,
+     layout,
+     ZeroWhen::First,
+     nullptr},
 
     {OpKind::Take, "take", takeOperands, false, axisAttr, indexedDiff, nullptr,
      true, "gather along axis at i32 indices (out of range: GRADC_ERROR_INDEX)",
-     inferTake},
+     inferTake, NoTraits, ZeroWhen::Never, nullptr},
     {OpKind::ScatterAdd, "scatter_add", scatterOperands, false, scatterAttrs,
      indexedDiff, nullptr, false,
-     "zeros of size along axis, src's slices added at indices",
-     inferScatterAdd},
+     "zeros of size along axis, src's slices added at indices", inferScatterAdd,
+     NoTraits, ZeroWhen::Never, nullptr},
 
     {OpKind::OneHot,
      "one_hot",
@@ -939,7 +1136,10 @@ const OpInfo opTable[] = {
      "its operand is integer indices",
      true,
      "f32 rows with 1 at each index, 0 elsewhere",
-     inferOneHot},
+     inferOneHot,
+     NoTraits,
+     ZeroWhen::Never,
+     nullptr},
     {OpKind::SoftmaxCrossEntropy,
      "softmax_cross_entropy",
      sceOperands,
@@ -949,7 +1149,10 @@ const OpInfo opTable[] = {
      nullptr,
      true,
      "per row: logsumexp(logits) - logits[label]",
-     inferSoftmaxCrossEntropy},
+     inferSoftmaxCrossEntropy,
+     NoTraits,
+     ZeroWhen::Never,
+     nullptr},
 
     {OpKind::Constant,
      "constant",
@@ -960,6 +1163,9 @@ const OpInfo opTable[] = {
      "it has no operands",
      false,
      "a literal tensor",
+     nullptr,
+     NoTraits,
+     ZeroWhen::Never,
      nullptr},
     {OpKind::Call,
      "call",
@@ -970,6 +1176,9 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "call of another function",
+     nullptr,
+     NoTraits,
+     ZeroWhen::Never,
      nullptr},
     // Differentiable only through the @custom_grad rule the call carries;
     // without one, differentiation reports the extern by name.
@@ -982,6 +1191,9 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "call of an extern C/C++ function",
+     nullptr,
+     NoTraits,
+     ZeroWhen::Never,
      nullptr},
     // A counted loop: `trip` calls of the body function `body` with
     // (index, carries..., invariants...); the first `carries` operands are
@@ -997,6 +1209,9 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "counted loop over a body function, with carries and stacked outputs",
+     nullptr,
+     NoTraits,
+     ZeroWhen::Never,
      nullptr},
 };
 
@@ -1161,39 +1376,8 @@ bool gradc::inferOpTypes(OpKind op, llvm::ArrayRef<TensorType> operands,
 }
 
 bool gradc::isElementwiseArithmetic(OpKind op) {
-  switch (op) {
-  case OpKind::Neg:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Abs:
-  case OpKind::Sign:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Softplus:
-  case OpKind::Square:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Pow:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-  case OpKind::Less:
-  case OpKind::LessEqual:
-  case OpKind::Greater:
-  case OpKind::GreaterEqual:
-  case OpKind::Equal:
-  case OpKind::NotEqual:
-  case OpKind::Select:
-  case OpKind::Clip:
-    return true;
-  default:
-    return false;
-  }
+  const OpInfo &info = getOpInfo(op);
+  return info.has(Elementwise) && info.has(Arithmetic);
 }
 
 std::optional<Shape> gradc::broadcastShapes(llvm::ArrayRef<Dim> a,

@@ -77,22 +77,9 @@ bool isElementwise(OpKind kind) { return isElementwiseArithmetic(kind); }
 
 /// Ops whose result elements are copies of operand elements, and `max`,
 /// whose result elements are among them: on splats of one value, a splat
-/// of that value.
+/// of that value (the op table's SplatPreserving trait).
 bool preservesSplat(OpKind kind) {
-  switch (kind) {
-  case OpKind::Identity:
-  case OpKind::Transpose:
-  case OpKind::Reshape:
-  case OpKind::BroadcastTo:
-  case OpKind::Stack:
-  case OpKind::Unstack:
-  case OpKind::Concat:
-  case OpKind::Split:
-  case OpKind::Max:
-    return true;
-  default:
-    return false;
-  }
+  return getOpInfo(kind).has(SplatPreserving);
 }
 
 bool hasKnownShapes(llvm::ArrayRef<Value *> values, int64_t &elements) {

@@ -86,6 +86,7 @@ Op *FunctionRewriter::create(OpKind kind, llvm::ArrayRef<Value *> operands,
   Op *op =
       fn.createOp(kind, operands, resultTypes, std::move(attrs), like.getLoc());
   op->setNote(like.getNote());
+  op->setProvenance(like.getProvenance());
   return op;
 }
 
@@ -105,6 +106,7 @@ Value *FunctionRewriter::createConstant(const TensorType &type,
   Op *op = fn.createOp(OpKind::Constant, {}, {type}, std::move(attrs),
                        like.getLoc());
   op->setNote(like.getNote());
+  op->setProvenance(like.getProvenance());
   return op->getResult();
 }
 

@@ -208,51 +208,31 @@ bool Simplifier::visit(Op &op) {
 //===----------------------------------------------------------------------===//
 
 /// Whether every result of `op` is a structural zero because of which of
-/// its operands are. An op is listed when it maps zero inputs to zero
-/// outputs: exactly (sum, transpose, relu, ... of +0.0 are +0.0) or
-/// structurally (a * 0, matmul(0, a), neg(0), mean(0) are "no
+/// its operands are: the op table's `zeroWhen` says when an op maps zero
+/// inputs to zero outputs, exactly (sum, transpose, relu, ... of +0.0 are
+/// +0.0) or structurally (a * 0, matmul(0, a), neg(0), mean(0) are "no
 /// contribution" whatever `a` holds).
 bool Simplifier::resultIsZero(const Op &op) const {
   auto zero = [&](unsigned i) { return isZero(op.getOperand(i)); };
-  switch (op.getKind()) {
-  case OpKind::StopGradient:
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Sqrt:
-  case OpKind::Sign:
-  case OpKind::Sin:
-  case OpKind::Tanh:
-  case OpKind::Relu:
-  case OpKind::Square:
-  case OpKind::Sum:
-  case OpKind::Mean:
-  case OpKind::Max:
-  case OpKind::Transpose:
-  case OpKind::Reshape:
-  case OpKind::BroadcastTo:
-  case OpKind::Unstack:
-  case OpKind::Split:
+  const OpInfo &info = op.getInfo();
+  // An integer division by zero must still fail at run time.
+  if (info.has(IntDivision) && !isFloat(op.getResult()->getType().dtype))
+    return false;
+  switch (info.zeroWhen) {
+  case ZeroWhen::Never:
+    return false;
+  case ZeroWhen::First:
     return zero(0);
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Maximum:
-  case OpKind::Minimum:
-    return zero(0) && zero(1);
-  case OpKind::Mul:
-  case OpKind::MatMul:
-    return zero(0) || zero(1);
-  case OpKind::Div:
-    // An integer division by zero must still fail at run time.
-    return zero(0) && isFloat(op.getResult()->getType().dtype);
-  case OpKind::Select:
-    return zero(1) && zero(2);
-  case OpKind::Stack:
-  case OpKind::Concat:
+  case ZeroWhen::All:
     return llvm::all_of(op.getOperands(),
                         [&](const Value *v) { return isZero(v); });
-  default:
-    return false;
+  case ZeroWhen::Any:
+    return llvm::any_of(op.getOperands(),
+                        [&](const Value *v) { return isZero(v); });
+  case ZeroWhen::Values:
+    return zero(1) && zero(2);
   }
+  return false;
 }
 
 /// A structural zero of `type` to stand for a result of `op`: a zero

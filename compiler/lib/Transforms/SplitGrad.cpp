@@ -122,6 +122,7 @@ void cloneOp(const Op &op, Function &to,
                          op.getLoc(), names);
   copy->getGradRule() = op.getGradRule();
   copy->setNote(op.getNote());
+  copy->setProvenance(op.getProvenance());
   for (auto [from, into] : llvm::zip(op.getResults(), copy->getResults()))
     map[from] = into;
 }
@@ -139,6 +140,7 @@ void cloneOrFill(const Op &op, Function &to,
   Builder b(to);
   b.setLoc(op.getLoc());
   b.setNote(op.getNote());
+  b.setProvenance(op.getProvenance());
   double fill = op.getKind() == OpKind::OnesLike ? 1.0 : 0.0;
   Value *c = b.constant(op.getResult()->getType(), {fill});
   c->setName(op.getResult()->getName());

@@ -28,6 +28,8 @@ public:
   void setLoc(SourceLoc l) { loc = l; }
   SourceLoc getLoc() const { return loc; }
   void setNote(std::string n) { note = std::move(n); }
+  /// The provenance given to every op created from now on.
+  void setProvenance(Provenance p) { provenance = p; }
 
   /// Creates an op and types its results with the op table.
   llvm::SmallVector<Value *, 1>
@@ -88,6 +90,7 @@ private:
   size_t insertPos = ~size_t(0);
   SourceLoc loc;
   std::string note;
+  Provenance provenance = Provenance::Source;
 };
 
 } // namespace gradc::ir

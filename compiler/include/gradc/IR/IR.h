@@ -76,9 +76,27 @@ struct GradRuleAttr {
   std::string via;
   /// The annotation that chose it.
   SourceLoc annotationLoc;
+  /// The rule is a function's inline grad block (`via` is "custom_grad",
+  /// `ruleName` "grad block of 'f'").
+  bool gradBlock = false;
 
   bool isSet() const { return !function.empty(); }
 };
+
+/// Why an op exists, for ops that differentiation made: set by lib/AD
+/// together with the note, and read by `--emit=dot` and the loop IR's
+/// origins instead of the note's text.
+enum class Provenance : uint8_t {
+  Source,     ///< not made by differentiation (forward code)
+  Seed,       ///< seed, cotangent parameters, zero gradients
+  BuiltIn,    ///< an op's built-in gradient rule (lib/AD/Rules)
+  Override,   ///< a rule chosen by @override
+  CustomGrad, ///< a rule chosen by @custom_grad
+  GradBlock,  ///< a function's inline grad block
+};
+
+/// "built-in", "override", "custom_grad", "grad block", "seed", "source".
+llvm::StringRef provenanceName(Provenance p);
 
 class Op {
 public:
@@ -126,6 +144,10 @@ public:
   const std::string &getNote() const { return note; }
   void setNote(std::string n) { note = std::move(n); }
 
+  /// Which gradient mechanism made this op; Source for forward code.
+  Provenance getProvenance() const { return provenance; }
+  void setProvenance(Provenance p) { provenance = p; }
+
 private:
   friend class Function;
   OpKind kind;
@@ -135,6 +157,7 @@ private:
   AttrList attrs;
   GradRuleAttr gradRule;
   std::string note;
+  Provenance provenance = Provenance::Source;
 };
 
 class Function {

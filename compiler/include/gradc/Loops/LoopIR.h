@@ -20,6 +20,7 @@
 #define GRADC_LOOPS_LOOPIR_H
 
 #include "gradc/Basic/SourceManager.h"
+#include "gradc/Ops/Scalar.h"
 #include "gradc/Ops/Types.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -33,75 +34,25 @@
 
 namespace gradc::ir {
 class Op;
+enum class Provenance : uint8_t;
 } // namespace gradc::ir
 
 namespace gradc::loops {
 
-/// The type of a scalar expression: an element type, or `index` (a
-/// signed 64-bit integer for extents, loop variables and offsets).
-enum class ScalarType : uint8_t { F32, F64, I32, Bool, Index };
-
-ScalarType fromDType(DType t);
-llvm::StringRef scalarTypeName(ScalarType t);
-inline bool isFloatType(ScalarType t) {
-  return t == ScalarType::F32 || t == ScalarType::F64;
-}
-
-/// Primitive operations. Arithmetic on i32 wraps (two's complement);
-/// i32 division truncates toward zero (a Check before it rules out zero).
-/// `Max`/`Min` are the one NaN-propagating maximum and minimum of
-/// docs/IR.md: NaN if either operand is NaN, else `a < b ? b : a`
-/// (resp. `b < a ? b : a`), so that of -0 and +0 the first operand wins.
-enum class PrimOp : uint8_t {
-  // Unary.
-  Neg,
-  Abs,
-  Not,
-  IsNaN,
-  IsFinite,
-  // Binary.
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Rem, ///< index only: the remainder of a truncating division
-  Max,
-  Min,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  Eq,
-  Ne,
-  And,
-  Or,
-};
-
-llvm::StringRef primOpName(PrimOp op);
-bool isUnaryPrim(PrimOp op);
-bool isComparison(PrimOp op);
-
-/// Math functions on f32 or f64. A plain enum so that each printer maps
-/// it to one runtime function; the contract (docs/Loops.md): the result
-/// is the exact value rounded to the argument's type.
-/// `Sigmoid` and `Softplus` are f32 only: gradc/Math.h has them as
-/// functions of their own (docs/Math.md), which every backend calls; f64
-/// legalises them into primitives.
-enum class Intrinsic : uint8_t {
-  Exp,
-  Log,
-  Log1p,
-  Sqrt,
-  Sin,
-  Cos,
-  Tanh,
-  Pow,
-  Sigmoid,
-  Softplus,
-};
-
-llvm::StringRef intrinsicName(Intrinsic f);
-unsigned intrinsicArity(Intrinsic f);
+// The scalar vocabulary (types, primitives, intrinsics) is the op table's
+// (gradc/Ops/Scalar.h): elementwise ops expand into it there, and the
+// interpreter evaluates it with the same functions as the loop evaluator.
+using gradc::fromDType;
+using gradc::Intrinsic;
+using gradc::intrinsicArity;
+using gradc::intrinsicName;
+using gradc::isComparison;
+using gradc::isFloatType;
+using gradc::isUnaryPrim;
+using gradc::PrimOp;
+using gradc::primOpName;
+using gradc::ScalarType;
+using gradc::scalarTypeName;
 
 struct Buffer;
 
@@ -198,6 +149,9 @@ struct Origin {
   std::string result; ///< the op's first result as printed, `%h`
   SourceLoc loc;
   std::string rule; ///< the op's provenance note, "" for a source op
+  /// Which gradient mechanism made the op (ir::Provenance::Source, 0, for
+  /// forward code); the field a printer or pass asks, `rule` is the text.
+  ir::Provenance provenance{};
 };
 
 /// How an accumulation combines.

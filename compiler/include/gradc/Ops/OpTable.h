@@ -2,9 +2,13 @@
 //
 // Every phase asks this table about an op: Sema to check a call and infer
 // its type, the IR verifier to re-check an op, the IR builder to type the
-// ops that differentiation creates, and the docs generator for the op
-// reference. Adding an op means one row here and one gradient rule in
-// lib/AD/Rules.
+// ops that differentiation creates, the docs generator for the op
+// reference; and through the op's traits and scalar expansion, the
+// interpreter, Simplify, ConstantFold and the loop IR's lowering, which
+// keep no list of ops of their own. Adding an elementwise op means one
+// row here (and in Ops.def), one gradient rule in lib/AD/Rules, and a math
+// function in Ops.def when the expansion needs a new one
+// (docs/Design.md, "Adding an op").
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +17,7 @@
 
 #include "gradc/Basic/Diagnostic.h"
 #include "gradc/Ops/Attr.h"
+#include "gradc/Ops/Scalar.h"
 #include "gradc/Ops/Types.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -61,6 +66,40 @@ using InferTypesFn = bool (*)(llvm::ArrayRef<TensorType> operands,
                               llvm::SmallVectorImpl<TensorType> &results,
                               OpTypeError &error);
 
+/// What an op is, for the passes that reason about many ops at once. A
+/// bit set; docs/IR.md lists each op's traits.
+enum OpTrait : uint8_t {
+  NoTraits = 0,
+  /// Each result element is computed from the operand elements at the
+  /// same (NumPy-broadcast) position by the op's scalar expansion
+  /// (`expand`). The interpreter and the loop lowering run nothing else.
+  Elementwise = 1 << 0,
+  /// Elementwise and computes (the math ops, operators, comparisons,
+  /// select, clip), as opposed to copying (identity) or filling
+  /// (zeros_like). The backends fuse these into loops.
+  Arithmetic = 1 << 1,
+  /// Each result element is a copy of one operand element at a position
+  /// given by an index map (identity, transpose, reshape, stack, ...).
+  IndexMap = 1 << 2,
+  /// Operands that are splats of one value give a splat of that value
+  /// (index maps, `max`): constant folding need not compute anything.
+  SplatPreserving = 1 << 3,
+  /// An i32 instance fails at run time on a zero divisor (`div`): its
+  /// result must never be folded away.
+  IntDivision = 1 << 4,
+};
+
+/// When an op's result is a structural zero because some operands are
+/// (Simplify's zero propagation): exactly (sum, transpose, relu, ... of
+/// +0.0 are +0.0) or as "no contribution" (a * 0, matmul(0, a)).
+enum class ZeroWhen : uint8_t {
+  Never,  ///< no rule
+  First,  ///< operand 0 is zero
+  All,    ///< every operand is zero
+  Any,    ///< one operand is zero
+  Values, ///< operands 1 and 2 (select's values) are zero
+};
+
 struct OpInfo {
   OpKind kind;
   const char *name;
@@ -81,7 +120,15 @@ struct OpInfo {
   /// (fills defaults, resolves negative axes) and computes result types.
   /// Null for ops whose result types are explicit (constant, call).
   InferTypesFn inferTypes;
+  /// OpTrait bits.
+  unsigned traits;
+  ZeroWhen zeroWhen;
+  /// For an Elementwise op: how one result element is computed from the
+  /// operand elements at its position (gradc/Ops/Scalar.h). Null for
+  /// other ops.
+  ScalarExpandFn expand;
 
+  bool has(OpTrait t) const { return (traits & t) != 0; }
   bool isDifferentiable() const { return nonDiffReason == nullptr; }
   bool isOperandDifferentiable(unsigned index) const;
   const AttrInfo *findAttr(llvm::StringRef name) const;
@@ -106,9 +153,9 @@ bool inferOpTypes(OpKind op, llvm::ArrayRef<TensorType> operands,
                   OpTypeError &error);
 
 /// Whether each result element of `op` is computed from the operand
-/// elements at the same (broadcast) position by arithmetic: the unary math
-/// ops, the binary operators, comparisons, select and clip. The emitters
-/// fuse these into loops; constant folding keeps splats splat through them.
+/// elements at the same (broadcast) position by arithmetic: the ops with
+/// the Elementwise and Arithmetic traits. The emitters fuse these into
+/// loops.
 bool isElementwiseArithmetic(OpKind op);
 
 /// The shape that NumPy broadcasting gives `a` and `b`, or nullopt.

@@ -80,6 +80,14 @@ void cosGrad(GradContext &ctx, const ir::Op &op) {
   ctx.accumulate(x, b.neg(b.mul(ctx.adjointOf(op.getResult()), sin)));
 }
 
+// y = atan x:   dx += dy / (1 + x^2)
+void atanGrad(GradContext &ctx, const ir::Op &op) {
+  ir::Builder &b = ctx.builder();
+  Value *x = op.getOperand(0);
+  Value *slope = b.add(ctx.scalarLike(x, 1.0), b.unary(OpKind::Square, x));
+  ctx.accumulate(x, b.div(ctx.adjointOf(op.getResult()), slope));
+}
+
 // y = tanh x:   dx += dy * (1 - y^2)
 void tanhGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
@@ -277,6 +285,7 @@ void gradc::ad::registerElementwiseGrads(GradRegistry &registry) {
   registry.add(OpKind::Abs, absGrad);
   registry.add(OpKind::Sin, sinGrad);
   registry.add(OpKind::Cos, cosGrad);
+  registry.add(OpKind::Atan, atanGrad);
   registry.add(OpKind::Tanh, tanhGrad);
   registry.add(OpKind::Sigmoid, sigmoidGrad);
   registry.add(OpKind::Relu, reluGrad);

@@ -135,9 +135,11 @@ void Lowering::accumulate(Block &block, Buffer *b, ExprPtr idx, Combiner c,
   add(block, std::move(s));
 }
 
-void Lowering::check(Block &block, ExprPtr cond, llvm::StringRef message) {
+void Lowering::check(Block &block, ExprPtr cond, CheckStatus status,
+                     llvm::StringRef message) {
   auto s = std::make_unique<Stmt>(Stmt::Kind::Check);
   s->cond = std::move(cond);
+  s->status = status;
   s->message = message.str();
   add(block, std::move(s));
 }

@@ -63,7 +63,8 @@ public:
   void store(Block &block, Buffer *b, ExprPtr index, ExprPtr value);
   void accumulate(Block &block, Buffer *b, ExprPtr index, Combiner c,
                   ExprPtr value);
-  void check(Block &block, ExprPtr cond, llvm::StringRef message);
+  void check(Block &block, ExprPtr cond, CheckStatus status,
+             llvm::StringRef message);
   /// The outermost block of the function.
   Block &top() { return fn.body; }
 

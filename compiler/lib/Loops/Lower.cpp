@@ -225,13 +225,10 @@ static bool lowerOp(Lowering &l, const ir::Op &op) {
   case OpKind::Call:
   case OpKind::ExternCall:
     return lowerConstantOrCall(l, op);
-  // Loops and indexing (issue 15) are not lowered yet; the driver rejects
-  // them with err_emit_loop_unsupported before lowering, so reaching here
-  // is an internal error, never wrong code.
   case OpKind::For:
   case OpKind::Take:
   case OpKind::ScatterAdd:
-    return l.fail("'" + op.getName().str() + "' has no loop-IR lowering yet");
+    return lowerControl(l, op);
   default:
     return lowerElementwise(l, op);
   }

@@ -117,6 +117,7 @@ bool lowerSoftmax(Lowering &l, const ir::Op &op);
 bool lowerMatMul(Lowering &l, const ir::Op &op);
 bool lowerLayout(Lowering &l, const ir::Op &op);
 bool lowerConstantOrCall(Lowering &l, const ir::Op &op);
+bool lowerControl(Lowering &l, const ir::Op &op);
 
 /// Legalize.cpp: the scalar expansion of every elementwise op into
 /// primitives and intrinsics, with the one NaN policy of docs/IR.md.

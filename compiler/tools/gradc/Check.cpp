@@ -647,7 +647,7 @@ int driver::checkCommand(Compilation &c, llvm::StringRef path,
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
-  if (backendName != "interp" &&
+  if (!backendRunsLoops(backendName) &&
       !emit::checkBackendSupport(*c.ir, backendDisplayName(backendName),
                                  *c.diags))
     return c.finish();

@@ -228,6 +228,7 @@ static bool lowerOp(Lowering &l, const ir::Op &op) {
   case OpKind::For:
   case OpKind::Take:
   case OpKind::ScatterAdd:
+  case OpKind::If:
     return lowerControl(l, op);
   default:
     return lowerElementwise(l, op);

@@ -25,6 +25,10 @@
 //                before an error
 //   scatter_add  z = 0; the same check; z[p, idx[i], q] += src[p, i, q], in
 //                increasing i (the interpreter's order of rounding)
+//   if           for %i < index(c) { call @then(...) -> (r...) }
+//                for %j < index(!c) { call @else(...) -> (r...) }: a loop
+//                of one iteration or none per branch, so that only the
+//                branch taken runs and no new statement kind is needed
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,6 +66,30 @@ void checkIndices(Lowering &l, const ir::Op &op, Buffer *idx,
               " (GRADC_ERROR_INDEX)");
 }
 
+/// Passes each size name of `callee` to `call`, read off the operand that
+/// binds it: parameter firstParam + i of the callee is operand
+/// firstOperand + i of `op`.
+bool bindSizes(Lowering &l, const ir::Op &op, const ir::Function &callee,
+               unsigned firstParam, unsigned firstOperand, Stmt &call) {
+  for (const std::string &name : callee.getSizeNames()) {
+    ExprPtr value;
+    for (unsigned p = firstParam; p < callee.getParams().size() && !value;
+         ++p) {
+      unsigned o = p - firstParam + firstOperand;
+      const Shape &param = callee.getParams()[p]->getType().shape;
+      for (unsigned d = 0;
+           o < op.getNumOperands() && d < param.size() && !value; ++d)
+        if (param[d].isNamed() && param[d].getName() == name)
+          value = extentOf(op.getOperand(o)->getType().shape[d]);
+    }
+    if (!value)
+      return l.fail("size '" + name + "' of '" + callee.getName().str() +
+                    "' is bound by no operand");
+    call.sizeArgs.emplace_back(name, std::move(value));
+  }
+  return true;
+}
+
 bool lowerFor(Lowering &l, const ir::Op &op) {
   const AttrList &attrs = op.getAttrs();
   std::string bodyName = attrs.getString("body");
@@ -84,21 +112,9 @@ bool lowerFor(Lowering &l, const ir::Op &op) {
 
   auto call = std::make_unique<Stmt>(Stmt::Kind::Call);
   call->callee = bodyName;
-  // Each size name of the body, read off the operand that binds it (the
-  // body's parameter p + 1 is the op's operand p).
-  for (const std::string &name : body->getSizeNames()) {
-    ExprPtr value;
-    for (unsigned p = 0; p < op.getNumOperands() && !value; ++p) {
-      const Shape &param = body->getParams()[p + 1]->getType().shape;
-      for (unsigned d = 0; d < param.size() && !value; ++d)
-        if (param[d].isNamed() && param[d].getName() == name)
-          value = extentOf(op.getOperand(p)->getType().shape[d]);
-    }
-    if (!value)
-      return l.fail("size '" + name + "' of '" + bodyName +
-                    "' is bound by no operand");
-    call->sizeArgs.emplace_back(name, std::move(value));
-  }
+  // The body's parameter p + 1 is the op's operand p.
+  if (!bindSizes(l, op, *body, /*firstParam=*/1, /*firstOperand=*/0, *call))
+    return false;
 
   // The carries start as the initial values.
   std::vector<Buffer *> carries, next;
@@ -148,6 +164,39 @@ bool lowerFor(Lowering &l, const ir::Op &op) {
              prim(PrimOp::Mul, pos->clone(), extentOf(steps[o]->shape)),
              steps[o]->shape, steps[o]);
   l.add(l.top(), std::move(loop));
+  return true;
+}
+
+/// if: a loop of one iteration or none on the condition, calling the
+/// `then` function, and one on its negation calling `else`; both write the
+/// op's result buffers. No statement kind is needed for a branch.
+bool lowerIf(Lowering &l, const ir::Op &op) {
+  std::vector<Buffer *> results;
+  for (unsigned i = 0; i < op.getNumResults(); ++i)
+    results.push_back(l.resultBuffer(op, i));
+  std::vector<Buffer *> args;
+  for (unsigned i = 1; i < op.getNumOperands(); ++i)
+    args.push_back(l.bufferOf(op.getOperand(i)));
+  for (llvm::StringRef key : {"then", "else"}) {
+    std::string name = op.getAttrs().getString(key);
+    const ir::Function *branch = l.module.lookup(name);
+    if (!branch)
+      return l.fail("'if' runs unknown branch function '" + name + "'");
+    auto call = std::make_unique<Stmt>(Stmt::Kind::Call);
+    call->callee = name;
+    if (!bindSizes(l, op, *branch, /*firstParam=*/0, /*firstOperand=*/1, *call))
+      return false;
+    call->inputs = args;
+    call->outputs = results;
+    ExprPtr cond = l.read(op.getOperand(0), {});
+    if (key == "else")
+      cond = prim(PrimOp::Not, std::move(cond));
+    auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
+    loop->var = l.fn.numVars++;
+    loop->extent = cast(ScalarType::Index, std::move(cond));
+    l.add(loop->body, std::move(call));
+    l.add(l.top(), std::move(loop));
+  }
   return true;
 }
 
@@ -225,6 +274,8 @@ bool loops::lowerControl(Lowering &l, const ir::Op &op) {
     return lowerTake(l, op);
   case OpKind::ScatterAdd:
     return lowerScatterAdd(l, op);
+  case OpKind::If:
+    return lowerIf(l, op);
   default:
     return l.fail("'" + op.getName().str() + "' is not a loop or indexing op");
   }

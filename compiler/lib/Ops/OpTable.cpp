@@ -669,6 +669,8 @@ const AttrInfo forAttrs[] = {{"body", AttrKind::Symbol, true},
                              {"trip", AttrKind::Dim, true},
                              {"carries", AttrKind::Int, true},
                              {"reverse", AttrKind::Bool, false}};
+const AttrInfo ifAttrs[] = {{"then", AttrKind::Symbol, true},
+                            {"else", AttrKind::Symbol, true}};
 
 const bool selectDiff[] = {false, true, true};
 const bool sceDiff[] = {true, false};
@@ -997,6 +999,19 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "counted loop over a body function, with carries and stacked outputs",
+     nullptr},
+    // A branch: operand 0 is a bool scalar; the function `then` (if true)
+    // or `else` runs on the other operands, and its results are the op's.
+    // Both functions take the same parameters and return the same types.
+    {OpKind::If,
+     "if",
+     callOperands,
+     true,
+     ifAttrs,
+     {},
+     nullptr,
+     false,
+     "branch on a bool scalar between two functions",
      nullptr},
 };
 

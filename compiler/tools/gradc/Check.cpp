@@ -364,9 +364,10 @@ void GradientChecker::collectDeviations(
       out.stopGradients.push_back(sm.formatLoc(op->getLoc()));
     // A custom-grad function is a primitive: its body is never
     // differentiated, so only its own rule matters.
-    if (!op->getCalledFunction().empty() && !rule.isSet())
-      if (const ir::Function *callee = module.lookup(op->getCalledFunction()))
-        collectDeviations(*callee, out, seen);
+    if (!rule.isSet())
+      for (llvm::StringRef name : op->getCalledFunctions())
+        if (const ir::Function *callee = module.lookup(name))
+          collectDeviations(*callee, out, seen);
   }
 }
 

@@ -305,9 +305,10 @@ TEST(GradRegistry, EveryOpHasARuleOrAReasonWhyNot) {
     // or applies the @custom_grad rule that the call carries.
     // An extern_call has only the rule its call carries, or an error
     // naming the extern. A `for` is differentiated by the reverse sweep
-    // itself, which builds its body's VJP (ReverseMode.cpp, "Loops").
+    // itself, which builds its body's VJP (ReverseMode.cpp, "Loops"), and
+    // an `if` likewise from its branches' VJPs ("Branches").
     if (info.kind == OpKind::Call || info.kind == OpKind::ExternCall ||
-        info.kind == OpKind::For)
+        info.kind == OpKind::For || info.kind == OpKind::If)
       continue;
     bool hasRule = registry.lookup(info.kind) != nullptr;
     EXPECT_EQ(hasRule, info.isDifferentiable())

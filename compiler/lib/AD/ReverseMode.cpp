@@ -118,6 +118,8 @@ private:
   const Function *loopReverseBody(const Op &op, const Function &body,
                                   const Function &vjp);
   bool sweepExternWithoutRule(const Op &op, const Function &grad);
+  bool sweepIf(GradContext &ctx, const Op &op, const Function &grad);
+  const Function *branchVJP(const Op &op, const Function &branch);
   void reportInlineFailure(const Function &fn,
                            const ir::InlineFailure &failure);
   void eraseUnusedRuleInstances();
@@ -464,6 +466,8 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
     return applyUserRule(ctx, op);
   if (op.getKind() == OpKind::For)
     return sweepLoop(ctx, op, const_cast<Function &>(grad));
+  if (op.getKind() == OpKind::If)
+    return sweepIf(ctx, op, grad);
   if (op.getKind() == OpKind::ExternCall)
     return sweepExternWithoutRule(op, grad);
   if (GradRuleFn rule = registry.lookup(op.getKind())) {
@@ -728,6 +732,85 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   for (unsigned i = 0; i < numInvariants; ++i)
     if (isFloatValue(op.getOperand(k + i)))
       ctx.accumulate(op.getOperand(k + i), reverse->getResult(next++));
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Branches
+//===----------------------------------------------------------------------===//
+//
+// The adjoint of `r = if c, args {then = T, else = E}` (docs/Gradients.md,
+// "Branches"): T.vjp(args, dr) -> d args and E.vjp(args, dr) -> d args,
+// each built like any gradient with respect to every floating-point
+// argument (both branches take the same arguments, so both VJPs return the
+// same types), and run by an `if` on the same condition, so that only the
+// branch taken is differentiated: d args += if c { T.vjp(args, dr) } else
+// { E.vjp(args, dr) }. Nothing is taped: the VJP recomputes the branch's
+// forward values from its arguments.
+
+const Function *Differentiator::branchVJP(const Op &op,
+                                          const Function &branch) {
+  std::string name = (branch.getName() + ".vjp").str();
+  if (const Function *existing = module.lookup(name))
+    return existing;
+  Function::GradSpec spec;
+  spec.gradName = name;
+  spec.loc = op.getLoc();
+  for (unsigned i = 0; i < branch.getParams().size(); ++i)
+    if (isFloatValue(branch.getParam(i)))
+      spec.wrt.push_back(i);
+  Function *vjp = module.addFunction(name);
+  vjp->setRole(Function::Role::LoopBody);
+  vjp->setLoc(op.getLoc());
+  // The branch's own loops are swept in a gradient of their own.
+  auto savedLoops = std::move(replacedLoops);
+  auto savedValues = std::move(replacedValues);
+  replacedLoops.clear();
+  replacedValues.clear();
+  Form form;
+  form.alwaysCotangents = true;
+  bool ok = buildGradient(branch, spec, *vjp, form);
+  replacedLoops = std::move(savedLoops);
+  replacedValues = std::move(savedValues);
+  if (ok)
+    return vjp;
+  module.eraseFunction(vjp);
+  return nullptr;
+}
+
+bool Differentiator::sweepIf(GradContext &ctx, const Op &op,
+                             const Function &grad) {
+  const Function *branches[2];
+  const Function *vjps[2];
+  const char *keys[2] = {"then", "else"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string &name = op.getAttrs().getString(keys[i]);
+    branches[i] = module.lookup(name);
+    if (!branches[i]) {
+      diags.report(op.getLoc(), diag::err_ad_unknown_callee)
+          << grad.getName() << name;
+      return false;
+    }
+    vjps[i] = branchVJP(op, *branches[i]);
+    if (!vjps[i])
+      return false;
+  }
+  ir::Builder &b = ctx.builder();
+  llvm::SmallVector<Value *, 8> operands(op.getOperands().begin(),
+                                         op.getOperands().end());
+  for (Value *r : op.getResults())
+    operands.push_back(ctx.adjointOrZeros(r));
+  llvm::SmallVector<TensorType, 4> types;
+  for (const Value *r : vjps[0]->getReturns())
+    types.push_back(r->getType());
+  AttrList attrs;
+  attrs.set("then", vjps[0]->getName().str());
+  attrs.set("else", vjps[1]->getName().str());
+  Op *adjoint = b.createWithTypes(OpKind::If, operands, types, attrs);
+  unsigned next = 0;
+  for (unsigned i = 1; i < op.getNumOperands(); ++i)
+    if (isFloatValue(op.getOperand(i)))
+      ctx.accumulate(op.getOperand(i), adjoint->getResult(next++));
   return true;
 }
 

@@ -108,3 +108,4 @@ const RuleDecl *Module::findRule(llvm::StringRef name) const {
 }
 
 ForExpr::~ForExpr() = default;
+IfExpr::~IfExpr() = default;

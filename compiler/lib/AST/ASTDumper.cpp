@@ -287,6 +287,25 @@ void Dumper::dumpExpr(const Expr &expr) {
       dumpExpr(*f.value);
     return;
   }
+  case Expr::Kind::If: {
+    const auto &i = llvm::cast<IfExpr>(expr);
+    line() << "IfExpr";
+    endExprLine(expr);
+    Nest nest(*this);
+    if (i.cond)
+      dumpExpr(*i.cond);
+    for (const Branch *b : {&i.thenBranch, &i.elseBranch}) {
+      line() << (b == &i.thenBranch ? "Then" : "Else");
+      os << "\n";
+      Nest inner(*this);
+      for (const auto &stmt : b->body)
+        if (stmt)
+          dumpStmt(*stmt);
+      if (b->value)
+        dumpExpr(*b->value);
+    }
+    return;
+  }
   }
   llvm_unreachable("unknown expression kind");
 }

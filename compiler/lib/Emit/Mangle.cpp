@@ -434,9 +434,11 @@ bool emit::checkBackendSupport(const ir::Module &module,
     for (const auto &op : fn->getOps()) {
       OpKind kind = op->getKind();
       if (kind != OpKind::For && kind != OpKind::Take &&
-          kind != OpKind::ScatterAdd)
+          kind != OpKind::ScatterAdd && kind != OpKind::If)
         continue;
-      llvm::StringRef what = kind == OpKind::For ? "a loop" : "indexing";
+      llvm::StringRef what = kind == OpKind::For  ? "a loop"
+                             : kind == OpKind::If ? "a branch"
+                                                  : "indexing";
       diags.report(op->getLoc(), diag::err_emit_loop_unsupported)
           << backend << what << op->getName();
       return false;

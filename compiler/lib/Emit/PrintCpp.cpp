@@ -109,17 +109,6 @@ llvm::StringRef cType(ScalarType t) {
   llvm_unreachable("unknown scalar type");
 }
 
-/// The status of docs/ABI.md that a failed check returns; the messages are
-/// the lowering's (lib/Loops), which are the interpreter's errors.
-const char *statusOfCheck(llvm::StringRef message) {
-  if (message.contains("division by zero"))
-    return "GRADC_ERROR_DIV_ZERO";
-  if (message.contains("out of range"))
-    return "GRADC_ERROR_INDEX";
-  llvm::report_fatal_error("PrintCpp: no ABI status for the check '" +
-                           llvm::Twine(message) + "'");
-}
-
 /// A printed expression and its precedence (higher binds tighter).
 struct Text {
   std::string s;
@@ -704,7 +693,7 @@ void FunctionPrinter::stmt(const Stmt &s) {
     return;
   case Stmt::Kind::Check:
     line("if (!" + paren(expr(*s.cond), Atom) + ")");
-    line(std::string("  return ") + statusOfCheck(s.message) + ";");
+    line("  return " + checkStatusName(s.status).str() + ";");
     return;
   case Stmt::Kind::KernelCall: {
     // z = a @ b on M x K and K x N matrices at those offsets.

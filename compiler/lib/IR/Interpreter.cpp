@@ -444,6 +444,8 @@ private:
       return evalScatterAdd(c, out);
     case OpKind::For:
       return evalFor(c, out, depth);
+    case OpKind::If:
+      return evalIf(c, out, depth);
     case OpKind::SoftmaxCrossEntropy:
       return evalSoftmaxCrossEntropy(c, out);
     case OpKind::Constant:
@@ -1155,6 +1157,22 @@ private:
         return false;
     }
     return true;
+  }
+
+  // if: the function `then` (operand 0 is true) or `else` on the other
+  // operands; only that branch runs.
+  bool evalIf(OpContext &c, std::vector<Tensor> &out, unsigned depth) {
+    if (c.operands.empty() || c.operands[0]->data.size() != 1)
+      return opFail(c, "needs a bool scalar as its first operand");
+    const std::string &name = c.op.getAttrs().getString(
+        c.operands[0]->data[0] != 0 ? "then" : "else");
+    const Function *branch = module.lookup(name);
+    if (!branch)
+      return opFail(c, "runs unknown branch function '" + name + "'");
+    std::vector<Tensor> args;
+    for (size_t i = 1; i < c.operands.size(); ++i)
+      args.push_back(*c.operands[i]);
+    return callFunction(*branch, args, out, depth + 1);
   }
 
   bool evalOneHot(OpContext &c, std::vector<Tensor> &out) {

@@ -243,6 +243,9 @@ private:
     case OpKind::For:
       verifyLoop(op, desc);
       break;
+    case OpKind::If:
+      verifyIf(op, desc);
+      break;
     default:
       verifyTyped(op, desc);
       break;
@@ -584,6 +587,52 @@ private:
     }
   }
 
+  /// `if %c, args... {then = @a, else = @b}`: %c is a bool scalar; both
+  /// functions take the arguments (binding their size names) and return
+  /// the op's result types.
+  void verifyIf(const Op &op, const std::string &desc) {
+    auto fail = [&](const std::string &why) {
+      error(op.getLoc(), diag::err_verify_loop) << desc << why;
+    };
+    if (op.getNumOperands() < 1 ||
+        op.getOperand(0)->getType() != TensorType(DType::Bool))
+      return fail("needs a bool scalar as its first operand");
+    for (llvm::StringRef key : {"then", "else"}) {
+      const std::string &name = op.getAttrs().getString(key);
+      const Function *branch = module.lookup(name);
+      if (!branch)
+        return fail("runs unknown branch function '" + name + "'");
+      if (branch->getParams().size() != op.getNumOperands() - 1)
+        return fail("passes " + std::to_string(op.getNumOperands() - 1) +
+                    " operand(s) to '" + name + "', which takes " +
+                    std::to_string(branch->getParams().size()));
+      SizeBindings bindings;
+      for (unsigned i = 1; i < op.getNumOperands(); ++i) {
+        const TensorType &p = param(branch, i - 1);
+        const TensorType &arg = op.getOperand(i)->getType();
+        std::string conflict;
+        if (!unifyParamType(p, arg, bindings, conflict))
+          return fail("passes " + arg.str() + " as operand " +
+                      std::to_string(i) + " to parameter of type " + p.str() +
+                      " of '" + name + "'");
+      }
+      if (branch->getReturns().size() != op.getNumResults())
+        return fail("has " + std::to_string(op.getNumResults()) +
+                    " result(s), but '" + name + "' returns " +
+                    std::to_string(branch->getReturns().size()));
+      for (unsigned i = 0; i < op.getNumResults(); ++i) {
+        const Value *ret = branch->getReturns()[i];
+        if (!ret)
+          return;
+        TensorType expected = substituteSizes(ret->getType(), bindings);
+        if (op.getResult(i)->getType() != expected)
+          return fail("result " + std::to_string(i) + " has type " +
+                      op.getResult(i)->getType().str() + ", but '" + name +
+                      "' gives " + expected.str());
+      }
+    }
+  }
+
   static const TensorType &param(const Function *fn, unsigned i) {
     return fn->getParam(i)->getType();
   }
@@ -702,18 +751,16 @@ private:
       return;
     s = State::Active;
     stack.push_back(&fn);
-    for (const auto &op : fn.getOps()) {
-      llvm::StringRef name = op->getCalledFunction();
-      if (name.empty())
-        continue;
-      const Function *callee = module.lookup(name);
-      if (!callee)
-        continue; // the function verifier reports it
-      if (state[callee] == State::Active)
-        reportCycle(*callee, *op);
-      else
-        visit(*callee);
-    }
+    for (const auto &op : fn.getOps())
+      for (llvm::StringRef name : op->getCalledFunctions()) {
+        const Function *callee = module.lookup(name);
+        if (!callee)
+          continue; // the function verifier reports it
+        if (state[callee] == State::Active)
+          reportCycle(*callee, *op);
+        else
+          visit(*callee);
+      }
     stack.pop_back();
     state[&fn] = State::Done;
   }

@@ -122,6 +122,16 @@ public:
     while (irModule->lookup(name));
     return name;
   }
+  /// A fresh stem for the branches of an `if` in function `fn`: `fn.if0`
+  /// (whose branches are `fn.if0.then` and `fn.if0.else`), ...
+  std::string newBranchName(llvm::StringRef fn) {
+    std::string name;
+    do
+      name = fn.str() + ".if" + std::to_string(branchCounters[fn]++);
+    while (irModule->lookup(name + ".then") ||
+           irModule->lookup(name + ".else"));
+    return name;
+  }
   ir::Module &getIRModule() { return *irModule; }
 
   /// The IR function name of a rule instance.
@@ -143,6 +153,7 @@ private:
   std::unique_ptr<ir::Module> irModule;
   llvm::DenseMap<const RuleInstance *, std::string> ruleFunctionNames;
   llvm::StringMap<unsigned> loopCounters;
+  llvm::StringMap<unsigned> branchCounters;
 };
 
 /// Lowers the statements of one function (or rule instance) body.
@@ -173,6 +184,9 @@ private:
   Values lowerFnCall(const CallExpr &e);
   Values lowerIndex(const IndexExpr &e);
   Values lowerFor(const ForExpr &e);
+  Values lowerIf(const IfExpr &e);
+  /// Lowers one branch of an `if` into the function that `body` builds.
+  static Values lowerBranch(const Branch &branch, BodyLowering &body);
   /// The values of `name` in this body; in a loop body, a name of an
   /// enclosing body becomes a new parameter (a capture) on first use.
   const Values *lookup(llvm::StringRef name);
@@ -193,6 +207,8 @@ private:
   /// this body's parameters after the index and carries stand for.
   BodyLowering *parent;
   Values captured;
+  /// The names whose values `captured` holds, in order of capture.
+  std::vector<std::string> capturedNames;
 };
 
 //===----------------------------------------------------------------------===//
@@ -267,6 +283,8 @@ Values BodyLowering::lowerExpr(const Expr &e) {
     return lowerIndex(llvm::cast<IndexExpr>(e));
   case Expr::Kind::For:
     return lowerFor(llvm::cast<ForExpr>(e));
+  case Expr::Kind::If:
+    return lowerIf(llvm::cast<IfExpr>(e));
   }
   llvm_unreachable("unknown expression kind");
 }
@@ -301,6 +319,7 @@ const Values *BodyLowering::lookup(llvm::StringRef name) {
         builder.getFunction().addParam(v->getType(), v->getName()));
     captured.push_back(v);
   }
+  capturedNames.push_back(name.str());
   return &(env[name] = std::move(params));
 }
 
@@ -463,6 +482,59 @@ Values BodyLowering::lowerFor(const ForExpr &e) {
   Values results(op->getResults().begin(), op->getResults().end());
   checkTypes(e, results);
   return results;
+}
+
+/// An `if` becomes two functions `f.ifN.then(captures...)` and
+/// `f.ifN.else(captures...)` with the same parameters, the enclosing
+/// values that either branch uses, and an `if` op on the condition and
+/// those values.
+Values BodyLowering::lowerIf(const IfExpr &e) {
+  Values cond = lowerExpr(*e.cond);
+  assert(cond.size() == 1 && "Sema checked the condition");
+  ir::Module &m = module.getIRModule();
+  std::string stem = module.newBranchName(builder.getFunction().getName());
+  auto make = [&](llvm::StringRef suffix) {
+    ir::Function *fn = m.addFunction(stem + suffix.str());
+    fn->setRole(ir::Function::Role::LoopBody);
+    fn->setLoc(e.getLoc());
+    return fn;
+  };
+  ir::Function *thenFn = make(".then"), *elseFn = make(".else");
+  BodyLowering thenBody(module, *thenFn, this), elseBody(module, *elseFn, this);
+  Values thenValues = lowerBranch(e.thenBranch, thenBody);
+  // The else branch takes the then branch's captures first, then its own;
+  // the then branch takes those too, so that both have one signature.
+  for (const std::string &name : std::vector<std::string>(
+           thenBody.capturedNames.begin(), thenBody.capturedNames.end()))
+    elseBody.lookup(name);
+  size_t shared = elseBody.capturedNames.size();
+  Values elseValues = lowerBranch(e.elseBranch, elseBody);
+  for (size_t i = shared; i < elseBody.capturedNames.size(); ++i)
+    thenBody.lookup(elseBody.capturedNames[i]);
+  thenFn->setReturns(thenValues);
+  elseFn->setReturns(elseValues);
+  assert(thenBody.captured == elseBody.captured &&
+         "both branches take the same captures");
+
+  Values operands = cond;
+  operands.append(thenBody.captured.begin(), thenBody.captured.end());
+  llvm::SmallVector<TensorType, 4> types;
+  for (const ir::Value *v : thenValues)
+    types.push_back(v->getType());
+  AttrList attrs;
+  attrs.set("then", thenFn->getName().str());
+  attrs.set("else", elseFn->getName().str());
+  builder.setLoc(e.getLoc());
+  ir::Op *op = builder.createWithTypes(OpKind::If, operands, types, attrs);
+  Values results(op->getResults().begin(), op->getResults().end());
+  checkTypes(e, results);
+  return results;
+}
+
+Values BodyLowering::lowerBranch(const Branch &branch, BodyLowering &body) {
+  for (const auto &stmt : branch.body)
+    body.lowerLet(*llvm::cast<LetStmt>(stmt.get()));
+  return body.lowerExpr(*branch.value);
 }
 
 Values BodyLowering::lowerElements(llvm::ArrayRef<ExprPtr> elements) {

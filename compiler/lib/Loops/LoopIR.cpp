@@ -44,6 +44,16 @@ llvm::StringRef loops::combinerName(Combiner c) {
   return "?";
 }
 
+llvm::StringRef loops::checkStatusName(CheckStatus s) {
+  switch (s) {
+  case CheckStatus::DivZero:
+    return "GRADC_ERROR_DIV_ZERO";
+  case CheckStatus::Index:
+    return "GRADC_ERROR_INDEX";
+  }
+  llvm_unreachable("unknown check status");
+}
+
 llvm::StringRef loops::kernelName(Kernel k) {
   switch (k) {
   case Kernel::MatMul:

@@ -136,9 +136,11 @@ void Lowering::accumulate(Block &block, Buffer *b, ExprPtr idx, Combiner c,
   add(block, std::move(s));
 }
 
-void Lowering::check(Block &block, ExprPtr cond, llvm::StringRef message) {
+void Lowering::check(Block &block, ExprPtr cond, CheckStatus status,
+                     llvm::StringRef message) {
   auto s = std::make_unique<Stmt>(Stmt::Kind::Check);
   s->cond = std::move(cond);
+  s->status = status;
   s->message = message.str();
   add(block, std::move(s));
 }
@@ -224,13 +226,11 @@ static bool lowerOp(Lowering &l, const ir::Op &op) {
   case OpKind::Call:
   case OpKind::ExternCall:
     return lowerConstantOrCall(l, op);
-  // Loops and indexing (issue 15) are not lowered yet; the driver rejects
-  // them with err_emit_loop_unsupported before lowering, so reaching here
-  // is an internal error, never wrong code.
   case OpKind::For:
   case OpKind::Take:
   case OpKind::ScatterAdd:
-    return l.fail("'" + op.getName().str() + "' has no loop-IR lowering yet");
+  case OpKind::If:
+    return lowerControl(l, op);
   default:
     return lowerElementwise(l, op);
   }

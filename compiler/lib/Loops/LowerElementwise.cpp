@@ -29,7 +29,7 @@ bool loops::lowerElementwise(Lowering &l, const ir::Op &op) {
     l.check(
         *n.body,
         prim(PrimOp::Ne, operands[1]->clone(), constant(ScalarType::I32, 0)),
-        "integer division by zero");
+        CheckStatus::DivZero, "integer division by zero");
   ExprPtr value = legalizeScalar(op.getKind(), std::move(operands), operandType,
                                  type.dtype);
   if (!value)

@@ -104,7 +104,7 @@ bool lowerCrossEntropy(Lowering &l, const ir::Op &op) {
   l.check(*row.body,
           prim(PrimOp::And, prim(PrimOp::Ge, label->clone(), index(0)),
                prim(PrimOp::Lt, label->clone(), extentOf(classes))),
-          "a label is out of range");
+          CheckStatus::Index, "a label is out of range");
   auto at = [&](const ExprPtr &k) {
     return load(in,
                 prim(PrimOp::Add,

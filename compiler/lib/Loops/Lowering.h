@@ -63,7 +63,8 @@ public:
   void store(Block &block, Buffer *b, ExprPtr index, ExprPtr value);
   void accumulate(Block &block, Buffer *b, ExprPtr index, Combiner c,
                   ExprPtr value);
-  void check(Block &block, ExprPtr cond, llvm::StringRef message);
+  void check(Block &block, ExprPtr cond, CheckStatus status,
+             llvm::StringRef message);
   /// The outermost block of the function.
   Block &top() { return fn.body; }
 
@@ -116,6 +117,7 @@ bool lowerSoftmax(Lowering &l, const ir::Op &op);
 bool lowerMatMul(Lowering &l, const ir::Op &op);
 bool lowerLayout(Lowering &l, const ir::Op &op);
 bool lowerConstantOrCall(Lowering &l, const ir::Op &op);
+bool lowerControl(Lowering &l, const ir::Op &op);
 
 /// Legalize.cpp: the scalar expansion of every elementwise op into
 /// primitives and intrinsics, with the one NaN policy of docs/IR.md.

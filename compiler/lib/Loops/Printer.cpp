@@ -197,8 +197,8 @@ private:
       return;
     }
     case Stmt::Kind::Check:
-      os << "check " << expr(*s.cond) << ", " << ir::formatIRString(s.message)
-         << "\n";
+      os << "check " << expr(*s.cond) << ", " << checkStatusName(s.status)
+         << ", " << ir::formatIRString(s.message) << "\n";
       return;
     case Stmt::Kind::KernelCall:
       os << kernelName(s.kernel) << "(" << name(s.outputs[0]) << " + "

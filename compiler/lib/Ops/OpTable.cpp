@@ -768,6 +768,8 @@ const AttrInfo forAttrs[] = {{"body", AttrKind::Symbol, true},
                              {"trip", AttrKind::Dim, true},
                              {"carries", AttrKind::Int, true},
                              {"reverse", AttrKind::Bool, false}};
+const AttrInfo ifAttrs[] = {{"then", AttrKind::Symbol, true},
+                            {"else", AttrKind::Symbol, true}};
 
 const bool selectDiff[] = {false, true, true};
 const bool sceDiff[] = {true, false};
@@ -1212,6 +1214,19 @@ const OpInfo opTable[] = {
      nullptr,
      NoTraits,
      ZeroWhen::Never,
+     nullptr},
+    // A branch: operand 0 is a bool scalar; the function `then` (if true)
+    // or `else` runs on the other operands, and its results are the op's.
+    // Both functions take the same parameters and return the same types.
+    {OpKind::If,
+     "if",
+     callOperands,
+     true,
+     ifAttrs,
+     {},
+     nullptr,
+     false,
+     "branch on a bool scalar between two functions",
      nullptr},
 };
 

@@ -57,6 +57,10 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
     return "'false'";
   case TokenKind::KwFor:
     return "'for'";
+  case TokenKind::KwIf:
+    return "'if'";
+  case TokenKind::KwElse:
+    return "'else'";
   case TokenKind::LParen:
     return "'('";
   case TokenKind::RParen:
@@ -196,6 +200,8 @@ Token Lexer::lexIdentifier() {
                        .Case("true", TokenKind::KwTrue)
                        .Case("false", TokenKind::KwFalse)
                        .Case("for", TokenKind::KwFor)
+                       .Case("if", TokenKind::KwIf)
+                       .Case("else", TokenKind::KwElse)
                        .Default(TokenKind::Identifier);
   return make(kind, begin);
 }

@@ -287,7 +287,12 @@ private:
   ParsedExpr parseFor();
   bool parseLoopRange(ForExpr &loop);
   bool parseLoopCarries(ForExpr &loop, unsigned &height);
-  bool parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height);
+  bool parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
+    return parseBlock(loop.body, loop.value, "a loop body", end, height);
+  }
+  ParsedExpr parseIf();
+  bool parseBlock(std::vector<StmtPtr> &body, ExprPtr &value,
+                  llvm::StringRef what, SourceLoc &end, unsigned &height);
   /// After an error in a loop: skips the rest of its line, and a `{ ... }`
   /// body that starts on it, so that the body's `}` does not end the
   /// enclosing block.
@@ -1178,6 +1183,8 @@ ParsedExpr Parser::parsePrimary() {
     return parseListExpr();
   case TokenKind::KwFor:
     return parseFor();
+  case TokenKind::KwIf:
+    return parseIf();
   default:
     if (!is(TokenKind::Error))
       diags.report(expectedLoc(), diag::err_expected_expr);
@@ -1337,12 +1344,14 @@ bool Parser::parseLoopCarries(ForExpr &loop, unsigned &height) {
   return ok && group.close(end);
 }
 
-// loopBody ::= [newline] '{' { newline | stmt newline } expr [newline] '}'
+// block ::= [newline] '{' { newline | stmt newline } expr [newline] '}'
 //
-// The body's statements are `let`s; its last line is its value. Inside
-// the braces newlines separate statements even when the loop itself sits
-// in parentheses.
-bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
+// A loop body or a branch of `if` (`what` names it): its statements are
+// `let`s; its last line is its value. Inside the braces newlines separate
+// statements even when the loop itself sits in parentheses.
+bool Parser::parseBlock(std::vector<StmtPtr> &body, ExprPtr &value,
+                        llvm::StringRef what, SourceLoc &end,
+                        unsigned &height) {
   unsigned outerGroups = groupDepth;
   groupDepth = 0;
   auto restore = llvm::make_scope_exit([&] {
@@ -1368,8 +1377,8 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
   while (true) {
     skipNewlines();
     if (is(TokenKind::RBrace) || is(TokenKind::Eof) || startsDecl()) {
-      if (!loop.value) {
-        errorExpected("the loop body's value");
+      if (!value) {
+        errorExpected("the value of " + what.str());
         return fail();
       }
       if (!is(TokenKind::RBrace)) {
@@ -1382,8 +1391,8 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
       consume();
       return true;
     }
-    if (loop.value) {
-      diags.report(tok().loc, diag::err_loop_value_not_last);
+    if (value) {
+      diags.report(tok().loc, diag::err_loop_value_not_last) << what;
       return fail();
     }
     if (is(TokenKind::KwLet) || is(TokenKind::At)) {
@@ -1393,13 +1402,13 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
         skipToStmtEnd(start);
         continue;
       }
-      loop.body.push_back(std::move(stmt));
+      body.push_back(std::move(stmt));
     } else {
-      ParsedExpr value = parseExpr();
-      if (!value)
+      ParsedExpr last = parseExpr();
+      if (!last)
         return fail();
-      height = std::max(height, value.height + 1);
-      loop.value = std::move(value.expr);
+      height = std::max(height, last.height + 1);
+      value = std::move(last.expr);
     }
     if (!atLineEnd()) {
       if (!is(TokenKind::Error))
@@ -1407,6 +1416,55 @@ bool Parser::parseLoopBody(ForExpr &loop, SourceLoc &end, unsigned &height) {
       return fail();
     }
   }
+}
+
+// ifExpr ::= 'if' expr block 'else' ( block | ifExpr )
+//
+// `else if` makes the else branch a block whose value is the next `if`.
+ParsedExpr Parser::parseIf() {
+  NestingGuard guard(*this);
+  if (!guard.ok())
+    return ParsedExpr();
+  SourceLoc begin = consume(); // 'if'
+  auto e = std::make_unique<IfExpr>(SourceRange(begin, begin));
+  unsigned height = 1;
+  SourceLoc end;
+  ParsedExpr cond = parseExpr();
+  if (!cond) {
+    skipBrokenLoop();
+    return ParsedExpr();
+  }
+  height = std::max(height, cond.height + 1);
+  e->cond = std::move(cond.expr);
+  if (!parseBlock(e->thenBranch.body, e->thenBranch.value, "a branch", end,
+                  height)) {
+    skipBrokenLoop();
+    return ParsedExpr();
+  }
+  if (!is(TokenKind::KwElse)) {
+    errorExpectedAfter("'else'", "the first branch of 'if'");
+    return ParsedExpr();
+  }
+  e->elseLoc = consume();
+  if (is(TokenKind::KwIf)) {
+    ParsedExpr next = parseIf();
+    if (!next)
+      return ParsedExpr();
+    height = std::max(height, next.height + 1);
+    end = next.expr->getRange().end;
+    e->elseBranch.value = std::move(next.expr);
+  } else if (!parseBlock(e->elseBranch.body, e->elseBranch.value, "a branch",
+                         end, height)) {
+    skipBrokenLoop();
+    return ParsedExpr();
+  }
+  // The range runs from 'if' to the last '}'.
+  auto ranged = std::make_unique<IfExpr>(SourceRange(begin, end));
+  ranged->cond = std::move(e->cond);
+  ranged->thenBranch = std::move(e->thenBranch);
+  ranged->elseBranch = std::move(e->elseBranch);
+  ranged->elseLoc = e->elseLoc;
+  return finish(std::move(ranged), height);
 }
 
 std::unique_ptr<Module> gradc::parseModule(const SourceManager &sm,

@@ -100,6 +100,17 @@ ExprPtr cloneNode(const Expr &e) {
     copy->outputTypes = f.outputTypes;
     return copy;
   }
+  case Expr::Kind::If: {
+    const auto &i = llvm::cast<IfExpr>(e);
+    auto copy = std::make_unique<IfExpr>(i.getRange());
+    copy->cond = sema::cloneExpr(i.cond.get());
+    sema::cloneStmts(i.thenBranch.body, copy->thenBranch.body);
+    copy->thenBranch.value = sema::cloneExpr(i.thenBranch.value.get());
+    sema::cloneStmts(i.elseBranch.body, copy->elseBranch.body);
+    copy->elseBranch.value = sema::cloneExpr(i.elseBranch.value.get());
+    copy->elseLoc = i.elseLoc;
+    return copy;
+  }
   }
   llvm_unreachable("unknown expression kind");
 }

@@ -238,6 +238,10 @@ public:
   ast::ValueType checkTensorIndex(ast::IndexExpr &index, const TensorType &base,
                                   const ast::ValueType *indexType);
   ast::ValueType checkFor(ast::ForExpr &loop, BodyScope &scope);
+  ast::ValueType checkIf(ast::IfExpr &e, BodyScope &scope,
+                         std::optional<DType> hint);
+  ast::ValueType checkBranch(ast::Branch &branch, BodyScope &scope,
+                             std::optional<DType> hint);
   bool bindLoopName(const ast::Ident &name, const TensorType &type,
                     BodyScope &body);
   ast::ValueType checkCall(ast::CallExpr &call, BodyScope &scope,

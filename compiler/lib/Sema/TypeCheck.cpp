@@ -204,6 +204,8 @@ ValueType Sema::checkExprKind(Expr *expr, BodyScope &scope,
     return checkIndex(*llvm::cast<IndexExpr>(expr), scope);
   case Expr::Kind::For:
     return checkFor(*llvm::cast<ForExpr>(expr), scope);
+  case Expr::Kind::If:
+    return checkIf(*llvm::cast<IfExpr>(expr), scope, hint);
   }
   return ValueType();
 }
@@ -502,6 +504,79 @@ ValueType Sema::checkFor(ForExpr &loop, BodyScope &scope) {
   if (result.elements.size() == 1)
     return ValueType::ofTensor(result.elements.front());
   return result;
+}
+
+/// A branch of `if` is checked in a scope of its own that sees the
+/// enclosing names; its `let`s end with it.
+ValueType Sema::checkBranch(Branch &branch, BodyScope &scope,
+                            std::optional<DType> hint) {
+  BodyScope body;
+  body.kind = scope.kind;
+  body.description = "a branch of 'if'";
+  body.names = scope.names;
+  body.laterLets = scope.laterLets;
+  body.sizeNames = scope.sizeNames;
+  body.overrides = scope.overrides;
+  body.calls = scope.calls;
+  for (const auto &stmt : branch.body)
+    if (auto *let = llvm::dyn_cast_or_null<LetStmt>(stmt.get()))
+      for (const Ident &name : let->names)
+        if (!body.names.count(name.name))
+          body.laterLets.try_emplace(name.name, name.range);
+  for (auto &stmt : branch.body)
+    if (auto *let = llvm::dyn_cast_or_null<LetStmt>(stmt.get()))
+      checkLet(*let, body);
+  llvm::SmallVector<DType, 1> hints;
+  if (hint)
+    hints.push_back(*hint);
+  ValueType value = checkReturnValue(branch.value.get(), body, hints);
+  if (value.kind == ValueType::List) {
+    report(branch.value->getLoc(), diag::err_if_branch_kind)
+        << value.str() << branch.value->getRange();
+    return ValueType();
+  }
+  return value;
+}
+
+/// if ::= 'if' c '{' ... '}' 'else' '{' ... '}'
+/// `c` is a bool scalar; each branch gives a tensor or a tuple, both of
+/// the same type, which is the value of the `if`. A bare number in one
+/// branch takes the element type of the other (`if c { x } else { 0.0 }`).
+ValueType Sema::checkIf(IfExpr &e, BodyScope &scope,
+                        std::optional<DType> hint) {
+  ValueType cond = checkExpr(e.cond.get(), scope);
+  bool ok = true;
+  if (cond.isKnown() && !(cond.isTensor() && cond.tensor.dtype == DType::Bool &&
+                          cond.tensor.getRank() == 0)) {
+    report(e.cond->getLoc(), diag::err_if_cond_type)
+        << cond.str() << e.cond->getRange();
+    ok = false;
+  }
+  // The branch that is not a bare number is checked first, so that a
+  // number in the other takes its element type.
+  bool elseFirst = !hint && llvm::isa<NumberExpr>(e.thenBranch.value.get()) &&
+                   !llvm::isa<NumberExpr>(e.elseBranch.value.get());
+  Branch &first = elseFirst ? e.elseBranch : e.thenBranch;
+  Branch &second = elseFirst ? e.thenBranch : e.elseBranch;
+  ValueType a = checkBranch(first, scope, hint);
+  std::optional<DType> next = hint;
+  if (!next && a.isTensor())
+    next = a.tensor.dtype;
+  ValueType b = checkBranch(second, scope, next);
+  if (!ok || !a.isKnown() || !b.isKnown())
+    return ValueType();
+  const ValueType &thenType = elseFirst ? b : a;
+  const ValueType &elseType = elseFirst ? a : b;
+  bool same = thenType.kind == elseType.kind &&
+              (thenType.isTensor() ? thenType.tensor == elseType.tensor
+                                   : thenType.elements == elseType.elements);
+  if (!same) {
+    report(e.elseLoc, diag::err_if_branch_types)
+        << thenType.str() << elseType.str()
+        << SourceRange(e.getRange().begin, e.getRange().end);
+    return ValueType();
+  }
+  return thenType;
 }
 
 //===----------------------------------------------------------------------===//

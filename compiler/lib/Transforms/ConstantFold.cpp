@@ -143,7 +143,8 @@ bool Folder::visit(Op &op) {
     return canonicalizeConstant(op);
   // A loop's body is another function: left alone, like a call.
   if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall ||
-      op.getKind() == OpKind::For || hasCustomGradient(op))
+      op.getKind() == OpKind::For || op.getKind() == OpKind::If ||
+      hasCustomGradient(op))
     return false;
   if (op.getKind() == OpKind::OnesLike)
     return foldOnesLike(op);

@@ -50,8 +50,8 @@ llvm::StringSet<> namedFunctions(const Module &module) {
     if (fn->getCustomGrad().isSet())
       names.insert(fn->getCustomGrad().function);
     for (const auto &op : fn->getOps()) {
-      if (!op->getCalledFunction().empty())
-        names.insert(op->getCalledFunction());
+      for (llvm::StringRef f : op->getCalledFunctions())
+        names.insert(f);
       if (op->getGradRule().isSet())
         names.insert(op->getGradRule().function);
     }

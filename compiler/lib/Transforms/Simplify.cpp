@@ -161,7 +161,8 @@ bool Simplifier::visit(Op &op) {
   }
   // A loop's body is another function: left alone, like a call.
   if (op.getKind() == OpKind::Call || op.getKind() == OpKind::ExternCall ||
-      op.getKind() == OpKind::For || hasCustomGradient(op))
+      op.getKind() == OpKind::For || op.getKind() == OpKind::If ||
+      hasCustomGradient(op))
     return false;
   if (op.getKind() == OpKind::ZerosLike)
     return simplifyZerosLike(op);

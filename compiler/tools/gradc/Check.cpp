@@ -364,9 +364,10 @@ void GradientChecker::collectDeviations(
       out.stopGradients.push_back(sm.formatLoc(op->getLoc()));
     // A custom-grad function is a primitive: its body is never
     // differentiated, so only its own rule matters.
-    if (!op->getCalledFunction().empty() && !rule.isSet())
-      if (const ir::Function *callee = module.lookup(op->getCalledFunction()))
-        collectDeviations(*callee, out, seen);
+    if (!rule.isSet())
+      for (llvm::StringRef name : op->getCalledFunctions())
+        if (const ir::Function *callee = module.lookup(name))
+          collectDeviations(*callee, out, seen);
   }
 }
 
@@ -647,7 +648,7 @@ int driver::checkCommand(Compilation &c, llvm::StringRef path,
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
-  if (backendName != "interp" &&
+  if (!backendRunsLoops(backendName) &&
       !emit::checkBackendSupport(*c.ir, backendDisplayName(backendName),
                                  *c.diags))
     return c.finish();

@@ -69,6 +69,9 @@ const RunBackend *lookupRunBackend(llvm::StringRef name);
 /// How diagnostics name the code generator behind backend `name`:
 /// "C++", "LLVM" or "loop IR".
 llvm::StringRef backendDisplayName(llvm::StringRef name);
+/// Whether backend `name` runs loops and indexing (`for`, `take`,
+/// `scatter_add`): the interpreter and the backends of the loop IR.
+bool backendRunsLoops(llvm::StringRef name);
 
 /// `gradc run FILE --call EXPR...`: compiles `path` (running `pipeline`
 /// after differentiation), evaluates each call with `backend` and prints

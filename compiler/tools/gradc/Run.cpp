@@ -126,6 +126,11 @@ llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
   return "loop IR";
 }
 
+bool driver::backendRunsLoops(llvm::StringRef name) {
+  return name == "interp" || name == "loops" || name == "loops-opt" ||
+         name == "cpp-loops";
+}
+
 const RunBackend *driver::lookupRunBackend(llvm::StringRef name) {
   for (const RunBackend &b : runBackends)
     if (name == b.name)
@@ -432,7 +437,7 @@ int driver::runCommand(Compilation &c, llvm::StringRef path,
   if (!c.readFile(path) || !c.parse() || !c.check() || !c.lower() ||
       !c.differentiate(pipeline) || !c.loadExterns())
     return c.finish();
-  if (backendName != "interp" &&
+  if (!backendRunsLoops(backendName) &&
       !emit::checkBackendSupport(*c.ir, backendDisplayName(backendName),
                                  *c.diags))
     return c.finish();

@@ -408,8 +408,6 @@ int compileCommand(Compilation &c) {
     break;
   }
   case EmitKind::Loops: {
-    if (!emit::checkBackendSupport(*c.ir, "loop IR", *c.diags))
-      return c.finish();
     std::string error;
     std::unique_ptr<loops::LoopModule> lowered =
         loops::lowerModule(*c.ir, error);
@@ -435,7 +433,12 @@ int compileCommand(Compilation &c) {
   case EmitKind::Cpp:
   case EmitKind::Header:
   case EmitKind::Python: {
-    if (!emit::checkBackendSupport(*c.ir, "C++", *c.diags))
+    // The loop IR lowers loops and indexing; the per-op emitters do not.
+    // A header declares the exported functions, whichever code defines
+    // them.
+    bool viaLoops = (emitKind == EmitKind::Cpp && lowerTo == "loops") ||
+                    emitKind == EmitKind::Header;
+    if (!viaLoops && !emit::checkBackendSupport(*c.ir, "C++", *c.diags))
       return c.finish();
     emit::EmitOptions options;
     options.moduleName = cModuleName();

@@ -102,7 +102,8 @@ public:
     List,
     Tuple,
     Index,
-    For
+    For,
+    If
   };
 
   virtual ~Expr();
@@ -278,6 +279,27 @@ public:
   Dim trip;
   std::vector<TensorType> carryTypes, outputTypes;
   static bool classof(const Expr *e) { return e->getKind() == Kind::For; }
+};
+
+/// One branch of an `if`: `let`s, then its value.
+struct Branch {
+  std::vector<std::unique_ptr<Stmt>> body;
+  ExprPtr value;
+};
+
+/// `if c { let ...; a } else { let ...; b }`: the value of the branch that
+/// the bool scalar `c` selects; only that branch runs. Both branches give
+/// the same type. `else if` nests another IfExpr as the else branch's
+/// value.
+class IfExpr : public Expr {
+public:
+  IfExpr(SourceRange r) : Expr(Kind::If, r) {}
+  ~IfExpr() override; // in AST.cpp, where Stmt is complete
+  ExprPtr cond;
+  Branch thenBranch, elseBranch;
+  /// The `else` keyword, for diagnostics about the else branch.
+  SourceLoc elseLoc;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::If; }
 };
 
 //===----------------------------------------------------------------------===//

@@ -130,6 +130,16 @@ public:
       return attrs.getString("body");
     return "";
   }
+  /// Every function the op runs: getCalledFunction()'s, or both branches
+  /// of an `if`.
+  llvm::SmallVector<llvm::StringRef, 2> getCalledFunctions() const {
+    if (kind == OpKind::If)
+      return {attrs.getString("then"), attrs.getString("else")};
+    llvm::StringRef f = getCalledFunction();
+    if (f.empty())
+      return {};
+    return {f};
+  }
 
   SourceLoc getLoc() const { return loc; }
   void setLoc(SourceLoc l) { loc = l; }

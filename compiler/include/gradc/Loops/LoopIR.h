@@ -158,6 +158,12 @@ struct Origin {
 enum class Combiner : uint8_t { Add, Max, Min };
 llvm::StringRef combinerName(Combiner c);
 
+/// The status of docs/ABI.md that a failed `check` returns from generated
+/// code (the evaluator reports its message instead).
+enum class CheckStatus : uint8_t { DivZero, Index };
+/// `GRADC_ERROR_DIV_ZERO`, `GRADC_ERROR_INDEX`: the ABI's spelling.
+llvm::StringRef checkStatusName(CheckStatus s);
+
 /// Library kernels.
 enum class Kernel : uint8_t { MatMul };
 llvm::StringRef kernelName(Kernel k);
@@ -167,7 +173,7 @@ struct Stmt {
     For,        ///< for var in [0, extent): body
     Store,      ///< buffer[index] = value (value has the buffer's type)
     Accumulate, ///< buffer[index] = combiner(buffer[index], value)
-    Check,      ///< if !cond: fail with `message` (a status of the ABI)
+    Check,      ///< if !cond: fail with `message`, status `status`
     KernelCall, ///< a library kernel (operands below)
     Call,       ///< a function of the module or an extern function
   };
@@ -188,6 +194,7 @@ struct Stmt {
   // Check.
   ExprPtr cond;
   std::string message;
+  CheckStatus status = CheckStatus::Index;
 
   // KernelCall MatMul: z[zOff + i*N + j] = sum_p a[aOff + i*K + p] *
   // b[bOff + p*N + j], accumulated in `accType` in increasing p.

@@ -41,6 +41,8 @@ enum class TokenKind : uint8_t {
   KwTrue,
   KwFalse,
   KwFor,
+  KwIf,
+  KwElse,
   // Punctuation.
   LParen,
   RParen,

@@ -50,6 +50,9 @@ struct LLVMOptions {
   /// When not empty, lower only these functions and what they call (the
   /// JIT compiles just the function it runs).
   std::vector<std::string> roots;
+  /// Lower through the loop IR and its LLVM printer (PrintLLVM.h,
+  /// `--lower=loops`) instead of EmitLLVM's lowering of each op.
+  bool viaLoops = false;
 };
 
 /// The name of the JIT trampoline of an exported symbol.

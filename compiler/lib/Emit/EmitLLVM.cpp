@@ -1637,7 +1637,6 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
   setMemory(result, out);
 }
 
-
 /// With LLVMOptions::blas, for one f32/f64 matrix product (no batch axes;
 /// a vector operand is a 1-row or 1-column matrix, laid out the same):
 /// emits `if (m n k >= blasMinWork && m, n, k fit in int) cblas_?gemm(...)`
@@ -2110,8 +2109,7 @@ llvm::Function *ModuleLowering::getExternFunction(const ir::ExternDecl &decl) {
 }
 
 void ModuleLowering::declareFunction(const ir::Function &fn) {
-  functions[fn.getName()] =
-      declareCFunction(llvmModule, module, fn, options);
+  functions[fn.getName()] = declareCFunction(llvmModule, module, fn, options);
 }
 
 void ModuleLowering::emitWrapper(const ir::Function &fn,

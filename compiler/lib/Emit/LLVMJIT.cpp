@@ -195,10 +195,11 @@ detectHostMachine(unsigned optLevel) {
   return jtmb;
 }
 
-std::unique_ptr<JITModule>
-JITModule::create(const ir::Module &module, unsigned optLevel,
-                  std::string &error, llvm::ArrayRef<std::string> roots,
-                  bool viaLoops) {
+std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
+                                             unsigned optLevel,
+                                             std::string &error,
+                                             llvm::ArrayRef<std::string> roots,
+                                             bool viaLoops) {
   auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
     error = llvm::toString(std::move(e));
     return nullptr;
@@ -382,8 +383,7 @@ bool emit::runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
   return jit && jit->call(fnName, args, results, error);
 }
 
-bool emit::runWithLLVMJITLoops(const ir::Module &module,
-                               llvm::StringRef fnName,
+bool emit::runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
                                llvm::ArrayRef<ir::Tensor> args,
                                std::vector<ir::Tensor> &results,
                                std::string &error) {

@@ -75,8 +75,7 @@ bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
 /// run like `llvm`.
 bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
                          llvm::ArrayRef<ir::Tensor> args,
-                         std::vector<ir::Tensor> &results,
-                         std::string &error) {
+                         std::vector<ir::Tensor> &results, std::string &error) {
   const BackendPlugin *plugin = getBackendPlugin(error);
   return plugin && plugin->runLLVMLoops(module, fnName, args, results, error);
 }

@@ -42,6 +42,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
@@ -182,6 +183,14 @@ private:
   llvm::DenseMap<unsigned, llvm::Value *> loopVars;
   std::vector<llvm::Value *> heap;
 };
+
+/// A buffer's name in the IR: the user's (`h`, `d_x`), or `t3` for a
+/// numbered temporary, as PrintCpp names it.
+std::string valueName(const Buffer *buf) {
+  if (buf->name.empty() || llvm::isDigit(buf->name[0]))
+    return "t" + buf->name;
+  return buf->name;
+}
 
 //===--- Types ------------------------------------------------------------===//
 
@@ -327,7 +336,7 @@ void FunctionPrinter::storage() {
     case Buffer::Kind::Alias:
       break;
     case Buffer::Kind::Local:
-      pointers[buf] = ab.CreateAlloca(type, nullptr, buf->name);
+      pointers[buf] = ab.CreateAlloca(type, nullptr, valueName(buf));
       break;
     case Buffer::Kind::Constant: {
       std::vector<llvm::Constant *> items;
@@ -338,7 +347,7 @@ void FunctionPrinter::storage() {
       auto *global = new llvm::GlobalVariable(
           ms.llvmModule, arrayType, /*isConstant=*/true,
           llvm::GlobalValue::PrivateLinkage,
-          llvm::ConstantArray::get(arrayType, items), buf->name);
+          llvm::ConstantArray::get(arrayType, items), valueName(buf));
       global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
       pointers[buf] = global;
       break;
@@ -371,7 +380,7 @@ void FunctionPrinter::storage() {
       }
       llvm::AllocaInst *a =
           ab.CreateAlloca(llvm::ArrayType::get(type, std::max<int64_t>(n, 1)),
-                          nullptr, buf->name);
+                          nullptr, valueName(buf));
       a->setAlignment(llvm::Align(16));
       pointers[buf] = a;
       slots.push_back({buf->kind, buf->slot, a, 0});
@@ -426,8 +435,8 @@ llvm::Value *FunctionPrinter::pointerOf(const Buffer *buf) {
   if (isScalarParam(buf)) {
     // Its address: a copy in an alloca (a view of a scalar, a kernel).
     llvm::IRBuilder<> ab(entry, entry->begin());
-    llvm::AllocaInst *a =
-        ab.CreateAlloca(memoryType(buf->dtype), nullptr, buf->name + ".addr");
+    llvm::AllocaInst *a = ab.CreateAlloca(memoryType(buf->dtype), nullptr,
+                                          valueName(buf) + ".addr");
     llvm::IRBuilder<> sb(entry->getTerminator());
     sb.CreateStore(scalarParams.lookup(buf), a);
     pointers[buf] = a;
@@ -436,7 +445,7 @@ llvm::Value *FunctionPrinter::pointerOf(const Buffer *buf) {
   assert(buf->kind == Buffer::Kind::Alias && "every other buffer has storage");
   llvm::Value *base = pointerOf(buf->base);
   llvm::Value *p = b.CreateInBoundsGEP(memoryType(buf->dtype), base,
-                                       expr(*buf->offset), buf->name);
+                                       expr(*buf->offset), valueName(buf));
   pointers[buf] = p;
   return p;
 }

@@ -74,9 +74,13 @@ std::unique_ptr<llvm::Module> lowerToLLVM(const ir::Module &module,
                                           std::string &error);
 
 /// Runs LLVM's default per-module pipeline at `optLevel` (1 to 3; 0 does
-/// nothing) with loop vectorisation (not SLP), tuned for `tm`.
+/// nothing) with loop vectorisation (not SLP), tuned for `tm`. With
+/// `orderedReductions`, the loop vectoriser also vectorises loops that
+/// accumulate floats in order (LLVM's in-order reductions: the additions
+/// stay in the source order, so the result is the same bit for bit),
+/// unless `-mllvm -force-ordered-reductions` says otherwise.
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
-                    unsigned optLevel);
+                    unsigned optLevel, bool orderedReductions = false);
 
 /// Lowers, verifies and optimises: what `--emit=llvm` prints and
 /// `--emit=obj` compiles. Null with `error` set on failure.

@@ -4,8 +4,8 @@ differential tester").
 
   difftest.py [--gradc PATH] [--count N] [--seed S] [--per-module K]
               [--calls C] [--special-rate R] [--jobs J]
-              [--backends interp,llvm,cpp,loops,loops-opt,cpp-loops]
-              [--exact llvm,loops,loops-opt]
+              [--backends interp,llvm,cpp,loops,loops-opt,cpp-loops,llvm-loops]
+              [--exact llvm,loops,loops-opt,llvm-loops]
               [--no-torch] [--exclude F,...]
               [--include F,...] [--only I,...] [--start I] [--out DIR]
               [--max-failures M] [--minimize] [--progress N]
@@ -20,7 +20,8 @@ backend evaluates all calls of a module in one `gradc run` process
 (test/Backends/Inputs/differential.py, whose comparison this reuses):
 
   - llvm, loops and loops-opt (the loop IR's evaluator, lib/Loops, before
-    and after the loop passes) must print what interp prints, digit for
+    and after the loop passes) and llvm-loops (the loop IR built as LLVM
+    IR, lib/Emit/PrintLLVM) must print what interp prints, digit for
     digit;
   - cpp and cpp-loops (the loop IR printed as C++, lib/Emit/PrintCpp)
     must agree with interp within docs/Testing.md's tolerances;
@@ -580,8 +581,9 @@ def main():
     ap.add_argument("--special-rate", type=float, default=0.25)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--backends",
-                    default="interp,llvm,cpp,loops,loops-opt,cpp-loops")
-    ap.add_argument("--exact", default="llvm,loops,loops-opt")
+                    default="interp,llvm,cpp,loops,loops-opt,cpp-loops,"
+                    "llvm-loops")
+    ap.add_argument("--exact", default="llvm,loops,loops-opt,llvm-loops")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--exclude", default="")
     ap.add_argument("--include", default="")

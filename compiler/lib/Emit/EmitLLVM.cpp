@@ -28,10 +28,13 @@
 
 #include "gradc/Emit/EmitLLVM.h"
 
+#include "LLVMABI.h"
+
 #include "gradc/ABI.h"
 #include "gradc/Basic/Timing.h"
 #include "gradc/Emit/FusionDepth.h"
 #include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/PrintLLVM.h"
 #include "gradc/Emit/SizeChecks.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -55,6 +58,7 @@
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
@@ -594,34 +598,8 @@ void FunctionLowering::failIf(llvm::Value *cond, Status status) {
 /// unless one is 0, computed with llvm.umul.with.overflow. Every later
 /// index (nuw arithmetic) is below one of these counts.
 void FunctionLowering::checkElementCounts() {
-  for (const SizeProduct &p : sizeProductsToCheck(fn)) {
-    llvm::SmallVector<llvm::Value *, 4> factors;
-    for (const std::string &name : p.names)
-      factors.push_back(sizes.lookup(name));
-    if (p.constant != 1)
-      factors.push_back(i64(p.constant));
-    // (A constant factor is never 0: SizeChecks skips those counts.)
-    llvm::Value *anyZero = nullptr;
-    for (llvm::Value *f : factors)
-      if (!llvm::isa<llvm::ConstantInt>(f)) {
-        llvm::Value *zero = b.CreateICmpEQ(f, i64(0));
-        anyZero = anyZero ? b.CreateOr(anyZero, zero) : zero;
-      }
-    if (!anyZero)
-      anyZero = b.getFalse();
-    llvm::Value *over = nullptr;
-    llvm::Value *product = factors[0];
-    for (llvm::Value *f : llvm::ArrayRef(factors).drop_front()) {
-      llvm::Value *mul = b.CreateBinaryIntrinsic(
-          llvm::Intrinsic::umul_with_overflow, product, f);
-      llvm::Value *bit = b.CreateExtractValue(mul, 1);
-      over = over ? b.CreateOr(over, bit) : bit;
-      product = b.CreateExtractValue(mul, 0);
-    }
-    // Above INT64_MAX as an unsigned product: the sign bit.
-    over = b.CreateOr(over, b.CreateICmpSLT(product, i64(0)));
-    failIf(b.CreateAnd(over, b.CreateNot(anyZero)), StatusSize);
-  }
+  for (const SizeProduct &p : sizeProductsToCheck(fn))
+    failIf(elementCountOverflows(b, p, sizes), StatusSize);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1665,11 +1643,6 @@ void FunctionLowering::lowerMatMul(const ir::Op &op) {
   setMemory(result, out);
 }
 
-/// Below this many multiply-adds (m n k) a CBLAS call costs more than the
-/// product (a 4x4 matrix-vector product is several times slower through
-/// cblas_sgemm); the same bound as gradc::blasMinWork of Runtime.h.
-constexpr int64_t blasMinWork = 32 * 32 * 32;
-
 /// With LLVMOptions::blas, for one f32/f64 matrix product (no batch axes;
 /// a vector operand is a 1-row or 1-column matrix, laid out the same):
 /// emits `if (m n k >= blasMinWork && m, n, k fit in int) cblas_?gemm(...)`
@@ -2113,17 +2086,7 @@ llvm::FunctionCallee ModuleLowering::getFree() {
 }
 
 llvm::FunctionCallee ModuleLowering::getGemm(DType t) {
-  llvm::Type *i32 = llvm::Type::getInt32Ty(ctx);
-  llvm::Type *ptr = llvm::PointerType::get(ctx, 0);
-  llvm::Type *elt = t == DType::F32 ? llvm::Type::getFloatTy(ctx)
-                                    : llvm::Type::getDoubleTy(ctx);
-  // (order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
-  auto *type = llvm::FunctionType::get(
-      llvm::Type::getVoidTy(ctx),
-      {i32, i32, i32, i32, i32, i32, elt, ptr, i32, ptr, i32, elt, ptr, i32},
-      false);
-  return llvmModule.getOrInsertFunction(
-      t == DType::F32 ? "cblas_sgemm" : "cblas_dgemm", type);
+  return emit::getGemm(llvmModule, t);
 }
 
 llvm::FunctionCallee ModuleLowering::getLibm(llvm::StringRef name,
@@ -2147,116 +2110,17 @@ llvm::FunctionCallee ModuleLowering::getMathFunction(llvm::StringRef name,
       llvm::FunctionType::get(f32, params, false));
 }
 
-/// The C type of a scalar parameter passed by value.
-static llvm::Type *scalarParamType(llvm::LLVMContext &ctx, DType t) {
-  switch (t) {
-  case DType::F32:
-    return llvm::Type::getFloatTy(ctx);
-  case DType::F64:
-    return llvm::Type::getDoubleTy(ctx);
-  case DType::I32:
-    return llvm::Type::getInt32Ty(ctx);
-  case DType::Bool:
-    return llvm::Type::getInt8Ty(ctx);
-  }
-  llvm_unreachable("unknown dtype");
-}
-
-/// Declares the C function of `fn` with the parameters of Mangle.h's
-/// getCParams (the order, and the names, of the generated header).
-// The extern's C ABI (docs/Extern.md): an i64 per size name, each input
-// by value (a scalar) or as a pointer, a pointer per result, and an i32
-// status or void.
 llvm::Function *ModuleLowering::getExternFunction(const ir::ExternDecl &decl) {
-  if (llvm::Function *f = llvmModule.getFunction(decl.name))
-    return f;
-  llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
-  llvm::SmallVector<llvm::Type *, 8> types(decl.getSizeNames().size(),
-                                           llvm::Type::getInt64Ty(ctx));
-  for (const TensorType &t : decl.paramTypes)
-    types.push_back(t.isScalar() ? scalarParamType(ctx, t.dtype) : ptrTy);
-  types.append(decl.resultTypes.size(), ptrTy);
-  llvm::Type *ret = decl.returnsStatus ? llvm::Type::getInt32Ty(ctx)
-                                       : llvm::Type::getVoidTy(ctx);
-  return llvm::Function::Create(llvm::FunctionType::get(ret, types, false),
-                                llvm::Function::ExternalLinkage, decl.name,
-                                llvmModule);
+  return emit::getExternFunction(llvmModule, decl);
 }
 
 void ModuleLowering::declareFunction(const ir::Function &fn) {
-  llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
-  NameScope scope;
-  std::vector<CParam> cparams = getCParams(module, fn, scope);
-  llvm::SmallVector<llvm::Type *, 8> types;
-  for (const CParam &p : cparams) {
-    if (p.kind == CParamKind::Size)
-      types.push_back(llvm::Type::getInt64Ty(ctx));
-    else if (p.kind == CParamKind::Input && p.type.isScalar())
-      types.push_back(scalarParamType(ctx, p.dtype));
-    else
-      types.push_back(ptrTy);
-  }
-  auto *type =
-      llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx), types, false);
-  bool exported = isExported(fn);
-  // An internal name contains a '.', so it can never clash with the C
-  // symbol of an exported function.
-  std::string symbol =
-      exported ? cSymbolName(options.moduleName, fn.getName())
-               : options.moduleName + ".internal." + fn.getName().str();
-  auto *f =
-      llvm::Function::Create(type,
-                             exported ? llvm::GlobalValue::ExternalLinkage
-                                      : llvm::GlobalValue::InternalLinkage,
-                             symbol, llvmModule);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-
-  // The ABI promises that outputs overlap nothing; inputs are only read,
-  // so noalias holds for them too.
-  for (auto [i, p] : llvm::enumerate(cparams)) {
-    llvm::Argument *arg = f->getArg(i);
-    arg->setName(p.name);
-    if (p.kind == CParamKind::Size ||
-        (p.kind == CParamKind::Input && p.type.isScalar()))
-      continue;
-    arg->addAttr(llvm::Attribute::NoAlias);
-    arg->addAttr(llvm::Attribute::NoCapture);
-    if (p.kind == CParamKind::Input)
-      arg->addAttr(llvm::Attribute::ReadOnly);
-  }
-  functions[fn.getName()] = f;
+  functions[fn.getName()] = declareCFunction(llvmModule, module, fn, options);
 }
 
-/// `int32_t __gradc_call_SYM(const int64_t *sizes, void **args,
-/// void **outs)`: loads every argument from the arrays and calls SYM, so
-/// that the JIT calls every function through one C++ signature.
 void ModuleLowering::emitWrapper(const ir::Function &fn,
                                  llvm::Function *target) {
-  llvm::Type *ptrTy = llvm::PointerType::get(ctx, 0);
-  auto *type = llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx),
-                                       {ptrTy, ptrTy, ptrTy}, false);
-  auto *f =
-      llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
-                             jitWrapperName(target->getName()), llvmModule);
-  f->getArg(0)->setName("sizes");
-  f->getArg(1)->setName("args");
-  f->getArg(2)->setName("outs");
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
-  llvm::SmallVector<llvm::Value *, 8> args;
-  auto at = [&](llvm::Value *array, unsigned i, llvm::Type *t) {
-    return b.CreateLoad(t, b.CreateConstInBoundsGEP1_64(t, array, i));
-  };
-  size_t numSizes = fn.getSizeNames().size();
-  for (size_t i = 0; i < numSizes; ++i)
-    args.push_back(at(f->getArg(0), i, b.getInt64Ty()));
-  for (auto [i, p] : llvm::enumerate(fn.getParams())) {
-    llvm::Value *ptr = at(f->getArg(1), i, ptrTy);
-    llvm::Type *paramTy = target->getArg(numSizes + i)->getType();
-    args.push_back(p->getType().isScalar() ? b.CreateLoad(paramTy, ptr) : ptr);
-  }
-  for (size_t i = 0; i < fn.getReturns().size(); ++i)
-    args.push_back(at(f->getArg(2), i, ptrTy));
-  b.CreateRet(b.CreateCall(target, args));
+  emitJITWrapper(llvmModule, fn, target);
 }
 
 void ModuleLowering::run() {
@@ -2447,7 +2311,14 @@ std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
   llvmModule->setDataLayout(tm.createDataLayout());
   if (!module.sourceName.empty())
     llvmModule->setSourceFileName(module.sourceName);
-  ModuleLowering(module, *llvmModule, options).run();
+  if (options.viaLoops) {
+    if (!printLLVMFromLoops(module, *llvmModule, options, error)) {
+      error = "internal error: " + error;
+      return nullptr;
+    }
+  } else {
+    ModuleLowering(module, *llvmModule, options).run();
+  }
   if (!linkMathLibrary(*llvmModule, error))
     return nullptr;
   llvm::raw_string_ostream os(error);
@@ -2544,8 +2415,39 @@ static void outlineLoops(llvm::Function &fn) {
   }
 }
 
+/// LLVM's option `-force-ordered-reductions` (LoopVectorize.cpp), set to
+/// `value` for the life of this object unless the user gave it
+/// (`-mllvm`). A loop that accumulates a float in order (`s += f(x[i])`,
+/// every sum of the loop IR) is not vectorised without it on x86, since
+/// reordering the additions would change the sum; with it, the loop
+/// vectoriser computes f on whole vectors and adds the lanes in order
+/// (llvm.vector.reduce.fadd with a start value, which keeps the order),
+/// so the sum is the same bit for bit: issue 13's
+/// `sum(sigmoid(x) * tanh(x) + exp(-x * x) * sin(x))` over 10^6 floats
+/// took 298 ms without and 25 ms with it (docs/LLVMBackend.md).
+class OrderedReductions {
+public:
+  explicit OrderedReductions(bool value) {
+    llvm::StringMap<llvm::cl::Option *> &options =
+        llvm::cl::getRegisteredOptions();
+    auto it = options.find("force-ordered-reductions");
+    // The loop vectoriser reads the option only when it occurred.
+    if (!value || it == options.end() || it->second->getNumOccurrences())
+      return;
+    option = it->second;
+    option->addOccurrence(0, "force-ordered-reductions", "true");
+  }
+  ~OrderedReductions() {
+    if (option)
+      option->reset();
+  }
+
+private:
+  llvm::cl::Option *option = nullptr;
+};
+
 void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
-                          unsigned optLevel) {
+                          unsigned optLevel, bool orderedReductions) {
   if (optLevel == 0)
     return;
   std::vector<llvm::Function *> defined;
@@ -2558,6 +2460,7 @@ void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
       outlineLoops(*fn);
   }
   TimeRegion region("LLVM pipeline");
+  OrderedReductions ordered(orderedReductions);
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = true;
   // No SLP vectorisation: LLVM 19's SLP vectoriser miscompiles the
@@ -2601,7 +2504,8 @@ std::unique_ptr<llvm::Module> emit::buildLLVMModule(const ir::Module &module,
   if (!llvmModule)
     return nullptr;
   TimeRegion region("optimize");
-  optimizeModule(*llvmModule, tm, options.optLevel);
+  optimizeModule(*llvmModule, tm, options.optLevel,
+                 /*orderedReductions=*/options.viaLoops);
   return llvmModule;
 }
 

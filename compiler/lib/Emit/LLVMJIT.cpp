@@ -195,9 +195,11 @@ detectHostMachine(unsigned optLevel) {
   return jtmb;
 }
 
-std::unique_ptr<JITModule>
-JITModule::create(const ir::Module &module, unsigned optLevel,
-                  std::string &error, llvm::ArrayRef<std::string> roots) {
+std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
+                                             unsigned optLevel,
+                                             std::string &error,
+                                             llvm::ArrayRef<std::string> roots,
+                                             bool viaLoops) {
   auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
     error = llvm::toString(std::move(e));
     return nullptr;
@@ -216,6 +218,7 @@ JITModule::create(const ir::Module &module, unsigned optLevel,
   options.optLevel = optLevel;
   options.jitWrappers = true;
   options.roots.assign(roots.begin(), roots.end());
+  options.viaLoops = viaLoops;
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvmModule =
       buildLLVMModule(module, *ctx, **tm, options, error);
@@ -375,6 +378,20 @@ bool emit::runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
       module, "llvm:" + fnName.str(),
       [&](std::string &compileError) {
         return JITModule::create(module, 2, compileError, {fnName.str()});
+      },
+      error);
+  return jit && jit->call(fnName, args, results, error);
+}
+
+bool emit::runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
+                               llvm::ArrayRef<ir::Tensor> args,
+                               std::vector<ir::Tensor> &results,
+                               std::string &error) {
+  JITModule *jit = getCachedJITModule(
+      module, "llvm-loops:" + fnName.str(),
+      [&](std::string &compileError) {
+        return JITModule::create(module, 2, compileError, {fnName.str()},
+                                 /*viaLoops=*/true);
       },
       error);
   return jit && jit->call(fnName, args, results, error);

@@ -70,6 +70,7 @@ const BackendPlugin plugin = {
     emitLLVM,
     emit::runWithLLVMJIT,
     clangjit::runWithClangJIT,
+    emit::runWithLLVMJITLoops,
     clangjit::runWithClangJITLoops,
     clangjit::checkExternHeaders,
     clangjit::getExternCompilerArgs,

@@ -71,6 +71,15 @@ bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
   return plugin->runCpp(module, fnName, args, results, error);
 }
 
+/// `llvm-loops`: the loop IR built as LLVM IR (lib/Emit/PrintLLVM.cpp),
+/// run like `llvm`.
+bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
+                         llvm::ArrayRef<ir::Tensor> args,
+                         std::vector<ir::Tensor> &results, std::string &error) {
+  const BackendPlugin *plugin = getBackendPlugin(error);
+  return plugin && plugin->runLLVMLoops(module, fnName, args, results, error);
+}
+
 /// `cpp-loops`: the loop IR printed as C++ (lib/Emit/PrintCpp.cpp), run
 /// like `cpp`.
 bool runWithClangJITLoops(const ir::Module &module, llvm::StringRef fnName,
@@ -97,6 +106,10 @@ const RunBackend runBackends[] = {
      "the loop IR (after its passes) printed as C++ (lib/Emit/PrintCpp), "
      "compiled in-process by Clang like cpp",
      runWithClangJITLoops},
+    {"llvm-loops",
+     "the loop IR (after its passes) built as LLVM IR (lib/Emit/PrintLLVM), "
+     "run like llvm",
+     runWithLLVMJITLoops},
     {"loops",
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
      "the interpreter's numerics",
@@ -121,7 +134,7 @@ llvm::ArrayRef<RunBackend> driver::getRunBackends() { return runBackends; }
 llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
   if (name == "cpp" || name == "cpp-loops")
     return "C++";
-  if (name == "llvm")
+  if (name == "llvm" || name == "llvm-loops")
     return "LLVM";
   return "loop IR";
 }

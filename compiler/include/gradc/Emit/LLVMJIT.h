@@ -44,9 +44,10 @@ public:
   /// the host: the functions in `roots` and what they call, or every
   /// exported function when `roots` is empty. Null with `error` set on
   /// failure.
+  /// With `viaLoops`, through the loop IR's printer (PrintLLVM.h).
   static std::unique_ptr<JITModule>
   create(const ir::Module &module, unsigned optLevel, std::string &error,
-         llvm::ArrayRef<std::string> roots = {});
+         llvm::ArrayRef<std::string> roots = {}, bool viaLoops = false);
 
   /// Compiles an LLVM module that another compiler made from `module`
   /// (the `cpp` backend's in-process Clang) for the host, with code
@@ -80,6 +81,11 @@ private:
 bool runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                     llvm::ArrayRef<ir::Tensor> args,
                     std::vector<ir::Tensor> &results, std::string &error);
+
+/// The same through the loop IR's LLVM printer: `llvm-loops`.
+bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
+                         llvm::ArrayRef<ir::Tensor> args,
+                         std::vector<ir::Tensor> &results, std::string &error);
 
 /// The JITModule that `compile` makes for `module`, compiled on the first
 /// request and kept for the life of the process: `gradc check` calls the

@@ -1,0 +1,976 @@
+//===- PrintLLVM.cpp - The LLVM printer of the loop IR --------------------===//
+//
+// Builds a lowered module (after the loop passes) as LLVM IR, one
+// statement of the loop IR at a time, as PrintCpp.cpp prints it as C++:
+//
+//   - `for`: a canonical counted loop (a header with the induction
+//     variable's phi, `i < extent`, the body, `i + 1` nuw), which LLVM's
+//     loop passes rotate and its loop vectoriser vectorises;
+//   - store and accumulation: a load (for an accumulation), the combiner
+//     and a store through an inbounds GEP of the buffer's element type;
+//   - check: a branch to the function's failure path with the ABI status;
+//   - the matmul kernel: EmitLLVM's loops (i, p, j with a row of
+//     accumulators in the kernel's accumulator type, so that the j loop
+//     over contiguous rows vectorises), or CBLAS with LLVMOptions::blas;
+//   - call and extern_call: a call through the C ABI, its status checked.
+//
+// Memory: parameters and outputs are the noalias arguments; each planned
+// scratch slot is one malloc'ed block (allocated after the size checks,
+// checked once, freed on every way out), each stack slot one alloca; a
+// view is a GEP of its base; a local is an alloca that mem2reg promotes;
+// a constant is a private global.
+//
+// Arithmetic is the loop IR's (docs/Loops.md), as the evaluator computes
+// it: no fast-math flags; i32 wraps; the NaN-propagating max/min are
+// gradc/Math.h's `maximum`/`minimum` (compare and blend); the f32
+// intrinsics call gradc/Math.h's functions, linked as bitcode by
+// EmitLLVM.cpp's linkMathLibrary and inlined; f64 ones are libm's. The
+// ABI (signature, trampoline, size checks) is LLVMABI.h's, shared with
+// EmitLLVM.cpp. Nothing here knows what an op was.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Emit/PrintLLVM.h"
+
+#include "LLVMABI.h"
+
+#include "gradc/ABI.h"
+#include "gradc/Emit/Mangle.h"
+#include "gradc/Emit/SizeChecks.h"
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Module.h"
+
+#include <limits>
+
+using namespace gradc;
+using namespace gradc::emit;
+using namespace gradc::loops;
+
+namespace {
+
+/// The status of docs/ABI.md that a failed check returns; the messages are
+/// the lowering's (lib/Loops), which are the interpreter's errors.
+int32_t statusOfCheck(llvm::StringRef message) {
+  if (message.contains("division by zero"))
+    return GRADC_ERROR_DIV_ZERO;
+  if (message.contains("out of range"))
+    return GRADC_ERROR_INDEX;
+  llvm::report_fatal_error("PrintLLVM: no ABI status for the check '" +
+                           llvm::Twine(message) + "'");
+}
+
+/// A kernel's accumulator row of at most this many bytes, with a known
+/// length, is an alloca; a longer one is allocated with the scratch.
+constexpr int64_t maxStackRowBytes = 4096;
+
+/// The state shared by the functions of one module.
+struct ModuleState {
+  const ir::Module &module;
+  llvm::Module &llvmModule;
+  const LLVMOptions &options;
+  llvm::StringMap<llvm::Function *> functions;
+
+  llvm::FunctionCallee mathFunction(llvm::StringRef name, unsigned arity) {
+    llvm::Type *f32 = llvm::Type::getFloatTy(llvmModule.getContext());
+    llvm::SmallVector<llvm::Type *, 2> params(arity, f32);
+    return llvmModule.getOrInsertFunction(
+        ("gradc_math_" + name + "_f32").str(),
+        llvm::FunctionType::get(f32, params, false));
+  }
+  llvm::FunctionCallee libm(llvm::StringRef name, unsigned arity) {
+    llvm::Type *f64 = llvm::Type::getDoubleTy(llvmModule.getContext());
+    llvm::SmallVector<llvm::Type *, 2> params(arity, f64);
+    return llvmModule.getOrInsertFunction(
+        name, llvm::FunctionType::get(f64, params, false));
+  }
+  llvm::FunctionCallee malloc() {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    return llvmModule.getOrInsertFunction(
+        "malloc",
+        llvm::FunctionType::get(llvm::PointerType::get(ctx, 0),
+                                {llvm::Type::getInt64Ty(ctx)}, false));
+  }
+  llvm::FunctionCallee free() {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    return llvmModule.getOrInsertFunction(
+        "free",
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                {llvm::PointerType::get(ctx, 0)}, false));
+  }
+};
+
+/// The builder of one function.
+class FunctionPrinter {
+public:
+  FunctionPrinter(ModuleState &ms, const LoopFunction &fn,
+                  const ir::Function &irFn, llvm::Function *llfn)
+      : ms(ms), fn(fn), irFn(irFn), llfn(llfn), ctx(llfn->getContext()),
+        b(ctx) {}
+
+  void run();
+
+private:
+  // Types.
+  llvm::Type *memoryType(DType t);
+  llvm::Type *valueType(ScalarType t);
+  int64_t byteSize(DType t) {
+    return dataLayout().getTypeAllocSize(memoryType(t));
+  }
+  const llvm::DataLayout &dataLayout() { return llfn->getDataLayout(); }
+  llvm::Value *i64(int64_t v) { return b.getInt64(v); }
+
+  // Control flow.
+  void failIf(llvm::Value *cond, int32_t status, llvm::BasicBlock *target);
+  void forLoop(llvm::Value *n, const llvm::Twine &name,
+               llvm::function_ref<void(llvm::Value *)> body);
+
+  // Memory.
+  void prologue();
+  void storage();
+  llvm::Value *pointerOf(const Buffer *buf);
+  bool isScalarParam(const Buffer *buf) const {
+    return buf->kind == Buffer::Kind::Param && buf->shape.empty();
+  }
+  llvm::Value *loadElement(const Buffer *buf, llvm::Value *idx);
+  void storeElement(const Buffer *buf, llvm::Value *idx, llvm::Value *v);
+  llvm::Value *toMemory(DType t, llvm::Value *v);
+  llvm::Value *fromMemory(DType t, llvm::Value *v);
+
+  // Expressions.
+  llvm::Value *expr(const Expr &e);
+  llvm::Value *prim(const Expr &e);
+  llvm::Value *intrinsic(const Expr &e);
+  llvm::Value *castTo(ScalarType to, ScalarType from, llvm::Value *v);
+  llvm::Value *constant(ScalarType t, double v);
+  llvm::Value *maximum(llvm::Value *a, llvm::Value *c);
+  llvm::Value *minimum(llvm::Value *a, llvm::Value *c);
+  llvm::Value *combine(Combiner c, ScalarType t, llvm::Value *old,
+                       llvm::Value *v);
+
+  // Statements.
+  void block(const Block &blk);
+  void stmt(const Stmt &s);
+  void kernel(const Stmt &s);
+  llvm::BasicBlock *branchToBlas(const Stmt &s, llvm::Value *a, llvm::Value *bm,
+                                 llvm::Value *z, llvm::Value *m, llvm::Value *k,
+                                 llvm::Value *n);
+  void call(const Stmt &s);
+
+  ModuleState &ms;
+  const LoopFunction &fn;
+  const ir::Function &irFn;
+  llvm::Function *llfn;
+  llvm::LLVMContext &ctx;
+  llvm::IRBuilder<> b;
+
+  llvm::BasicBlock *entry = nullptr, *cleanup = nullptr, *exit = nullptr;
+  /// Where a failure goes: `exit` before the heap exists, `cleanup` after.
+  llvm::BasicBlock *failTarget = nullptr;
+  llvm::AllocaInst *statusSlot = nullptr;
+  llvm::StringMap<llvm::Value *> sizes;
+  /// Each buffer's first element (a scalar parameter: its value).
+  llvm::DenseMap<const Buffer *, llvm::Value *> pointers;
+  llvm::DenseMap<const Buffer *, llvm::Value *> scalarParams;
+  /// The accumulator row of each kernel call that needs one.
+  llvm::DenseMap<const Stmt *, llvm::Value *> rows;
+  llvm::DenseMap<unsigned, llvm::Value *> loopVars;
+  std::vector<llvm::Value *> heap;
+};
+
+/// A buffer's name in the IR: the user's (`h`, `d_x`), or `t3` for a
+/// numbered temporary, as PrintCpp names it.
+std::string valueName(const Buffer *buf) {
+  if (buf->name.empty() || llvm::isDigit(buf->name[0]))
+    return "t" + buf->name;
+  return buf->name;
+}
+
+//===--- Types ------------------------------------------------------------===//
+
+/// In memory a bool is a byte holding 0 or 1 (docs/ABI.md).
+llvm::Type *FunctionPrinter::memoryType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return b.getFloatTy();
+  case DType::F64:
+    return b.getDoubleTy();
+  case DType::I32:
+    return b.getInt32Ty();
+  case DType::Bool:
+    return b.getInt8Ty();
+  }
+  llvm_unreachable("unknown dtype");
+}
+
+/// In an expression a bool is an i1, an index an i64.
+llvm::Type *FunctionPrinter::valueType(ScalarType t) {
+  switch (t) {
+  case ScalarType::F32:
+    return b.getFloatTy();
+  case ScalarType::F64:
+    return b.getDoubleTy();
+  case ScalarType::I32:
+    return b.getInt32Ty();
+  case ScalarType::Bool:
+    return b.getInt1Ty();
+  case ScalarType::Index:
+    return b.getInt64Ty();
+  }
+  llvm_unreachable("unknown scalar type");
+}
+
+//===--- Control flow -----------------------------------------------------===//
+
+/// Returns `status` from the function (through `target`) when `cond`
+/// holds.
+void FunctionPrinter::failIf(llvm::Value *cond, int32_t status,
+                             llvm::BasicBlock *target) {
+  auto *fail = llvm::BasicBlock::Create(ctx, "fail", llfn);
+  auto *cont = llvm::BasicBlock::Create(ctx, "ok", llfn);
+  b.CreateCondBr(cond, fail, cont);
+  b.SetInsertPoint(fail);
+  b.CreateStore(b.getInt32(status), statusSlot);
+  b.CreateBr(target);
+  b.SetInsertPoint(cont);
+}
+
+/// `for (i = 0; i < n; ++i) body(i)`, leaving the builder after it.
+void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
+                              llvm::function_ref<void(llvm::Value *)> body) {
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(ctx, name + ".header", llfn);
+  auto *bodyBlock = llvm::BasicBlock::Create(ctx, name + ".body", llfn);
+  auto *after = llvm::BasicBlock::Create(ctx, name + ".exit");
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2, name);
+  i->addIncoming(i64(0), pre);
+  b.CreateCondBr(b.CreateICmpSLT(i, n), bodyBlock, after);
+  b.SetInsertPoint(bodyBlock);
+  body(i);
+  llvm::Value *next = b.CreateNUWAdd(i, i64(1), name + ".next");
+  i->addIncoming(next, b.GetInsertBlock());
+  b.CreateBr(header);
+  after->insertInto(llfn);
+  b.SetInsertPoint(after);
+}
+
+//===--- Memory -----------------------------------------------------------===//
+
+/// The arguments (docs/ABI.md: sizes, inputs, outputs), the negative-size
+/// and element-count checks, as EmitLLVM makes them.
+void FunctionPrinter::prologue() {
+  NameScope scope;
+  std::vector<CParam> cparams = getCParams(ms.module, irFn, scope);
+  unsigned input = 0;
+  for (auto [i, p] : llvm::enumerate(cparams)) {
+    llvm::Argument *arg = llfn->getArg(i);
+    switch (p.kind) {
+    case CParamKind::Size:
+      sizes[p.sourceName] = arg;
+      failIf(b.CreateICmpSLT(arg, i64(0)), GRADC_ERROR_SIZE, exit);
+      break;
+    case CParamKind::Input:
+      for (const Buffer *buf : fn.params)
+        if (buf->position == input) {
+          if (isScalarParam(buf))
+            scalarParams[buf] = arg;
+          else
+            pointers[buf] = arg;
+        }
+      ++input;
+      break;
+    case CParamKind::Output:
+      for (const Buffer *buf : fn.outputs)
+        if (buf->position == p.resultIndex)
+          pointers[buf] = arg;
+      break;
+    }
+  }
+  for (const SizeProduct &p : sizeProductsToCheck(irFn))
+    failIf(elementCountOverflows(b, p, sizes), GRADC_ERROR_SIZE, exit);
+}
+
+/// Storage for every buffer that is not an argument: one alloca per stack
+/// slot and per local, one malloc per scratch slot (its byte count checked
+/// for overflow, every block checked for null once), a global per
+/// constant, a GEP per view; and the accumulator rows of the kernels.
+void FunctionPrinter::storage() {
+  llvm::IRBuilder<> ab(entry, entry->begin());
+  // A slot of buffer planning: its alloca, or its heap block's number.
+  struct Slot {
+    Buffer::Kind kind;
+    int slot;
+    llvm::Value *ptr;
+    size_t heapIndex;
+  };
+  std::vector<Slot> slots;
+  llvm::Value *overflow = b.getFalse();
+  // Heap blocks: their byte counts (overflow or more than PTRDIFF_MAX is
+  // an allocation failure), malloc'ed once every count is known.
+  std::vector<std::pair<llvm::Value *, llvm::Value *>> heapBlocks;
+  auto heapBlock = [&](llvm::Value *count, int64_t size) {
+    llvm::Value *mul = b.CreateBinaryIntrinsic(
+        llvm::Intrinsic::umul_with_overflow, count, i64(size));
+    llvm::Value *bytes = b.CreateExtractValue(mul, 0);
+    overflow = b.CreateOr(overflow, b.CreateExtractValue(mul, 1));
+    overflow = b.CreateOr(overflow, b.CreateICmpSLT(bytes, i64(0)));
+    heapBlocks.push_back({bytes, nullptr});
+    return heapBlocks.size() - 1;
+  };
+  std::vector<std::pair<const Buffer *, size_t>> onHeap;
+  std::vector<std::pair<const Stmt *, size_t>> rowsOnHeap;
+  for (const auto &bp : fn.buffers) {
+    const Buffer *buf = bp.get();
+    llvm::Type *type = memoryType(buf->dtype);
+    switch (buf->kind) {
+    case Buffer::Kind::Param:
+    case Buffer::Kind::Output:
+    case Buffer::Kind::Alias:
+      break;
+    case Buffer::Kind::Local:
+      pointers[buf] = ab.CreateAlloca(type, nullptr, valueName(buf));
+      break;
+    case Buffer::Kind::Constant: {
+      std::vector<llvm::Constant *> items;
+      for (double d : buf->data)
+        items.push_back(llvm::cast<llvm::Constant>(
+            toMemory(buf->dtype, constant(fromDType(buf->dtype), d))));
+      auto *arrayType = llvm::ArrayType::get(type, items.size());
+      auto *global = new llvm::GlobalVariable(
+          ms.llvmModule, arrayType, /*isConstant=*/true,
+          llvm::GlobalValue::PrivateLinkage,
+          llvm::ConstantArray::get(arrayType, items), valueName(buf));
+      global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+      pointers[buf] = global;
+      break;
+    }
+    case Buffer::Kind::Stack:
+    case Buffer::Kind::Scratch: {
+      // Buffers of one planned slot share it; an unplanned buffer has a
+      // slot of its own.
+      auto it = llvm::find_if(slots, [&](const Slot &s) {
+        return buf->slot >= 0 && s.kind == buf->kind && s.slot == buf->slot;
+      });
+      if (it != slots.end()) {
+        if (buf->kind == Buffer::Kind::Stack)
+          pointers[buf] = it->ptr;
+        else
+          onHeap.push_back({buf, it->heapIndex});
+        break;
+      }
+      if (buf->kind == Buffer::Kind::Scratch) {
+        size_t index =
+            heapBlock(expr(*buf->numElements()), byteSize(buf->dtype));
+        onHeap.push_back({buf, index});
+        slots.push_back({buf->kind, buf->slot, nullptr, index});
+        break;
+      }
+      int64_t n = 1;
+      for (const Dim &d : buf->shape) {
+        assert(d.isKnown() && "a stack buffer has a known size");
+        n *= d.getSize();
+      }
+      llvm::AllocaInst *a =
+          ab.CreateAlloca(llvm::ArrayType::get(type, std::max<int64_t>(n, 1)),
+                          nullptr, valueName(buf));
+      a->setAlignment(llvm::Align(16));
+      pointers[buf] = a;
+      slots.push_back({buf->kind, buf->slot, a, 0});
+      break;
+    }
+    }
+  }
+  // Kernel rows: a matmul whose accumulator type is not its result's.
+  walk(fn.body, [&](const Stmt &s) {
+    if (s.kind != Stmt::Kind::KernelCall ||
+        s.accType == fromDType(s.outputs[0]->dtype))
+      return;
+    llvm::Type *accType = valueType(s.accType);
+    int64_t accBytes = dataLayout().getTypeAllocSize(accType);
+    const Expr &n = *s.operands[5];
+    if (n.kind == Expr::Kind::Const &&
+        int64_t(n.value) * accBytes <= maxStackRowBytes) {
+      llvm::AllocaInst *a = ab.CreateAlloca(
+          llvm::ArrayType::get(accType, std::max<int64_t>(int64_t(n.value), 1)),
+          nullptr, "acc");
+      a->setAlignment(llvm::Align(16));
+      rows[&s] = a;
+      return;
+    }
+    rowsOnHeap.push_back({&s, heapBlock(expr(n), accBytes)});
+  });
+  if (heapBlocks.empty())
+    return;
+  failIf(overflow, GRADC_ERROR_ALLOC, exit);
+  llvm::Value *null = b.getFalse();
+  for (auto &[bytes, ptr] : heapBlocks) {
+    ptr = b.CreateCall(ms.malloc(), {bytes}, "scratch");
+    heap.push_back(ptr);
+    // malloc(0) may return null: that is no failure.
+    null = b.CreateOr(
+        null, b.CreateAnd(b.CreateIsNull(ptr), b.CreateICmpNE(bytes, i64(0))));
+  }
+  // From here on every failure frees the blocks.
+  failTarget = cleanup;
+  failIf(null, GRADC_ERROR_ALLOC, cleanup);
+  for (auto [buf, index] : onHeap)
+    pointers[buf] = heapBlocks[index].second;
+  for (auto [s, index] : rowsOnHeap)
+    rows[s] = heapBlocks[index].second;
+}
+
+/// The first element of `buf`; a view is a GEP of its base (run() makes
+/// them all before the first statement).
+llvm::Value *FunctionPrinter::pointerOf(const Buffer *buf) {
+  if (llvm::Value *p = pointers.lookup(buf))
+    return p;
+  if (isScalarParam(buf)) {
+    // Its address: a copy in an alloca (a view of a scalar, a kernel).
+    llvm::IRBuilder<> ab(entry, entry->begin());
+    llvm::AllocaInst *a = ab.CreateAlloca(memoryType(buf->dtype), nullptr,
+                                          valueName(buf) + ".addr");
+    llvm::IRBuilder<> sb(entry->getTerminator());
+    sb.CreateStore(scalarParams.lookup(buf), a);
+    pointers[buf] = a;
+    return a;
+  }
+  assert(buf->kind == Buffer::Kind::Alias && "every other buffer has storage");
+  llvm::Value *base = pointerOf(buf->base);
+  llvm::Value *p = b.CreateInBoundsGEP(memoryType(buf->dtype), base,
+                                       expr(*buf->offset), valueName(buf));
+  pointers[buf] = p;
+  return p;
+}
+
+llvm::Value *FunctionPrinter::toMemory(DType t, llvm::Value *v) {
+  return t == DType::Bool ? b.CreateZExt(v, b.getInt8Ty()) : v;
+}
+
+llvm::Value *FunctionPrinter::fromMemory(DType t, llvm::Value *v) {
+  return t == DType::Bool ? b.CreateICmpNE(v, b.getInt8(0)) : v;
+}
+
+llvm::Value *FunctionPrinter::loadElement(const Buffer *buf, llvm::Value *idx) {
+  if (isScalarParam(buf))
+    return fromMemory(buf->dtype, scalarParams.lookup(buf));
+  llvm::Type *type = memoryType(buf->dtype);
+  llvm::Value *p = pointerOf(buf);
+  if (buf->kind != Buffer::Kind::Local)
+    p = b.CreateInBoundsGEP(type, p, idx);
+  return fromMemory(buf->dtype, b.CreateLoad(type, p));
+}
+
+void FunctionPrinter::storeElement(const Buffer *buf, llvm::Value *idx,
+                                   llvm::Value *v) {
+  llvm::Value *p = pointerOf(buf);
+  if (buf->kind != Buffer::Kind::Local)
+    p = b.CreateInBoundsGEP(memoryType(buf->dtype), p, idx);
+  b.CreateStore(toMemory(buf->dtype, v), p);
+}
+
+//===--- Expressions ------------------------------------------------------===//
+
+llvm::Value *FunctionPrinter::constant(ScalarType t, double v) {
+  switch (t) {
+  case ScalarType::F32:
+  case ScalarType::F64:
+    return llvm::ConstantFP::get(valueType(t), v);
+  case ScalarType::Bool:
+    return b.getInt1(v != 0);
+  case ScalarType::I32:
+  case ScalarType::Index:
+    return llvm::ConstantInt::get(valueType(t), int64_t(v), /*signed=*/true);
+  }
+  llvm_unreachable("unknown scalar type");
+}
+
+/// gradc/Math.h's maximum: `b` if it is NaN, else `a < b ? b : a` (so NaN
+/// in `a` stays too); a compare and two blends, which vectorise.
+llvm::Value *FunctionPrinter::maximum(llvm::Value *a, llvm::Value *c) {
+  llvm::Value *m = b.CreateSelect(b.CreateFCmpOLT(a, c), c, a);
+  return b.CreateSelect(b.CreateFCmpUNO(c, c), c, m);
+}
+
+/// gradc/Math.h's minimum: `b` if it is NaN, else `b < a ? b : a`.
+llvm::Value *FunctionPrinter::minimum(llvm::Value *a, llvm::Value *c) {
+  llvm::Value *m = b.CreateSelect(b.CreateFCmpOLT(c, a), c, a);
+  return b.CreateSelect(b.CreateFCmpUNO(c, c), c, m);
+}
+
+llvm::Value *FunctionPrinter::combine(Combiner c, ScalarType t,
+                                      llvm::Value *old, llvm::Value *v) {
+  bool isFloat = isFloatType(t);
+  switch (c) {
+  case Combiner::Add:
+    return isFloat ? b.CreateFAdd(old, v) : b.CreateAdd(old, v);
+  case Combiner::Max:
+    return isFloat ? maximum(old, v)
+                   : b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, old, v);
+  case Combiner::Min:
+    return isFloat ? minimum(old, v)
+                   : b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, old, v);
+  }
+  llvm_unreachable("unknown combiner");
+}
+
+/// Conversions with the evaluator's rounding (ir::roundToDType): float to
+/// float rounds to nearest; float to i32 truncates and wraps modulo 2^32,
+/// to index truncates, NaN and infinities giving 0; to bool is `!= 0` (so
+/// NaN is true); bool to a number is 0 or 1.
+llvm::Value *FunctionPrinter::castTo(ScalarType to, ScalarType from,
+                                     llvm::Value *v) {
+  if (to == from)
+    return v;
+  llvm::Type *type = valueType(to);
+  if (to == ScalarType::Bool)
+    return isFloatType(from)
+               ? b.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
+               : b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+  if (from == ScalarType::Bool)
+    return isFloatType(to) ? b.CreateUIToFP(v, type) : b.CreateZExt(v, type);
+  if (isFloatType(from) && isFloatType(to))
+    return b.CreateFPCast(v, type);
+  if (isFloatType(to))
+    return b.CreateSIToFP(v, type);
+  if (!isFloatType(from))
+    return b.CreateSExtOrTrunc(v, type);
+  // Float to integer: saturating conversion to i64 (NaN gives 0), then
+  // the low bits; an infinity gives 0.
+  llvm::Value *wide = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat,
+                                        {b.getInt64Ty(), v->getType()}, {v});
+  llvm::Value *finite =
+      b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v),
+                      llvm::ConstantFP::getInfinity(v->getType()));
+  return b.CreateTrunc(b.CreateSelect(finite, wide, i64(0)), type);
+}
+
+llvm::Value *FunctionPrinter::expr(const Expr &e) {
+  switch (e.kind) {
+  case Expr::Kind::Const:
+    return constant(e.type, e.value);
+  case Expr::Kind::Size: {
+    llvm::Value *size = sizes.lookup(e.name);
+    assert(size && "the verifier checks size names");
+    return size;
+  }
+  case Expr::Kind::LoopVar:
+    return loopVars.lookup(e.var);
+  case Expr::Kind::Load:
+    return loadElement(e.buffer, expr(*e.args[0]));
+  case Expr::Kind::Prim:
+    return prim(e);
+  case Expr::Kind::Intrinsic:
+    return intrinsic(e);
+  case Expr::Kind::Select: {
+    llvm::Value *c = expr(*e.args[0]);
+    llvm::Value *x = expr(*e.args[1]);
+    return b.CreateSelect(c, x, expr(*e.args[2]));
+  }
+  case Expr::Kind::Cast:
+    return castTo(e.type, e.args[0]->type, expr(*e.args[0]));
+  }
+  llvm_unreachable("unknown expression kind");
+}
+
+llvm::Value *FunctionPrinter::prim(const Expr &e) {
+  ScalarType t = e.args[0]->type;
+  bool isFloat = isFloatType(t), isIndex = t == ScalarType::Index;
+  llvm::Value *x = expr(*e.args[0]);
+  llvm::Value *y = e.args.size() > 1 ? expr(*e.args[1]) : nullptr;
+  // Index arithmetic never overflows (the element counts are checked).
+  auto noWrap = [&](llvm::Value *v) {
+    if (auto *inst = llvm::dyn_cast<llvm::BinaryOperator>(v))
+      if (isIndex)
+        inst->setHasNoSignedWrap();
+    return v;
+  };
+  static const llvm::CmpInst::Predicate floatCmp[] = {
+      llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
+      llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
+      llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
+  static const llvm::CmpInst::Predicate intCmp[] = {
+      llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE, llvm::CmpInst::ICMP_SGT,
+      llvm::CmpInst::ICMP_SGE, llvm::CmpInst::ICMP_EQ,  llvm::CmpInst::ICMP_NE};
+  static const llvm::CmpInst::Predicate boolCmp[] = {
+      llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE, llvm::CmpInst::ICMP_UGT,
+      llvm::CmpInst::ICMP_UGE, llvm::CmpInst::ICMP_EQ,  llvm::CmpInst::ICMP_NE};
+  switch (e.op) {
+  case PrimOp::Neg:
+    return isFloat ? b.CreateFNeg(x) : b.CreateNeg(x);
+  case PrimOp::Abs:
+    if (isFloat)
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+    // abs(INT32_MIN) wraps to INT32_MIN.
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b.getFalse());
+  case PrimOp::Not:
+    return b.CreateNot(x);
+  case PrimOp::IsNaN:
+    return b.CreateFCmpUNO(x, x);
+  case PrimOp::IsFinite:
+    return b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x),
+                           llvm::ConstantFP::getInfinity(x->getType()));
+  case PrimOp::Add:
+    return isFloat ? b.CreateFAdd(x, y) : noWrap(b.CreateAdd(x, y));
+  case PrimOp::Sub:
+    return isFloat ? b.CreateFSub(x, y) : noWrap(b.CreateSub(x, y));
+  case PrimOp::Mul:
+    return isFloat ? b.CreateFMul(x, y) : noWrap(b.CreateMul(x, y));
+  case PrimOp::Div: {
+    if (isFloat)
+      return b.CreateFDiv(x, y);
+    if (isIndex)
+      return b.CreateSDiv(x, y);
+    // i32: a check before rules out a zero divisor; INT32_MIN / -1 wraps
+    // to INT32_MIN. The divisor is made safe so that the division is
+    // defined whatever LLVM speculates.
+    llvm::Value *zero = llvm::ConstantInt::get(y->getType(), 0);
+    llvm::Value *minusOne = llvm::ConstantInt::get(y->getType(), -1, true);
+    llvm::Value *isMinusOne = b.CreateICmpEQ(y, minusOne);
+    llvm::Value *safe =
+        b.CreateSelect(b.CreateOr(isMinusOne, b.CreateICmpEQ(y, zero)),
+                       llvm::ConstantInt::get(y->getType(), 1), y);
+    return b.CreateSelect(isMinusOne, b.CreateSub(zero, x),
+                          b.CreateSDiv(x, safe));
+  }
+  case PrimOp::Rem:
+    return b.CreateSRem(x, y);
+  case PrimOp::Max:
+    return combine(Combiner::Max, t, x, y);
+  case PrimOp::Min:
+    return combine(Combiner::Min, t, x, y);
+  case PrimOp::Lt:
+  case PrimOp::Le:
+  case PrimOp::Gt:
+  case PrimOp::Ge:
+  case PrimOp::Eq:
+  case PrimOp::Ne: {
+    unsigned k = unsigned(e.op) - unsigned(PrimOp::Lt);
+    if (isFloat)
+      return b.CreateFCmp(floatCmp[k], x, y);
+    return b.CreateICmp(t == ScalarType::Bool ? boolCmp[k] : intCmp[k], x, y);
+  }
+  case PrimOp::And:
+    return b.CreateAnd(x, y);
+  case PrimOp::Or:
+    return b.CreateOr(x, y);
+  }
+  llvm_unreachable("unknown primitive");
+}
+
+/// f32: gradc/Math.h's function (gradc_math_NAME_f32 of the linked
+/// bitcode); sqrt is exact (llvm.sqrt); log1p is f64's, rounded. f64:
+/// libm's, as the evaluator calls them; pow is marked nobuiltin, since
+/// LLVM would rewrite pow(x, 0.5) as sqrt, whose last bit may differ.
+llvm::Value *FunctionPrinter::intrinsic(const Expr &e) {
+  llvm::SmallVector<llvm::Value *, 2> args;
+  for (const ExprPtr &a : e.args)
+    args.push_back(expr(*a));
+  if (e.fn == Intrinsic::Sqrt)
+    return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
+  if (e.type == ScalarType::F32 && e.fn != Intrinsic::Log1p)
+    return b.CreateCall(ms.mathFunction(intrinsicName(e.fn), args.size()),
+                        args);
+  for (llvm::Value *&a : args)
+    a = b.CreateFPExt(a, b.getDoubleTy());
+  llvm::Value *r = nullptr;
+  switch (e.fn) {
+  case Intrinsic::Exp:
+    r = b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, args[0]);
+    break;
+  case Intrinsic::Log:
+    r = b.CreateUnaryIntrinsic(llvm::Intrinsic::log, args[0]);
+    break;
+  case Intrinsic::Sin:
+    r = b.CreateUnaryIntrinsic(llvm::Intrinsic::sin, args[0]);
+    break;
+  case Intrinsic::Cos:
+    r = b.CreateUnaryIntrinsic(llvm::Intrinsic::cos, args[0]);
+    break;
+  case Intrinsic::Log1p:
+  case Intrinsic::Tanh:
+    r = b.CreateCall(ms.libm(intrinsicName(e.fn), 1), args);
+    break;
+  case Intrinsic::Pow: {
+    llvm::CallInst *c = b.CreateCall(ms.libm("pow", 2), args);
+    c->addFnAttr(llvm::Attribute::NoBuiltin);
+    r = c;
+    break;
+  }
+  case Intrinsic::Sqrt:
+  case Intrinsic::Sigmoid:
+  case Intrinsic::Softplus:
+    llvm_unreachable("f32 only, or handled above");
+  }
+  return b.CreateFPCast(r, valueType(e.type));
+}
+
+//===--- Statements -------------------------------------------------------===//
+
+void FunctionPrinter::block(const Block &blk) {
+  for (const StmtPtr &s : blk)
+    stmt(*s);
+}
+
+void FunctionPrinter::stmt(const Stmt &s) {
+  switch (s.kind) {
+  case Stmt::Kind::For:
+    forLoop(expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
+      loopVars[s.var] = i;
+      block(s.body);
+      loopVars.erase(s.var);
+    });
+    return;
+  case Stmt::Kind::Store: {
+    llvm::Value *v = expr(*s.value);
+    storeElement(s.buffer, expr(*s.index), v);
+    return;
+  }
+  case Stmt::Kind::Accumulate: {
+    llvm::Value *v = expr(*s.value);
+    llvm::Value *idx = expr(*s.index);
+    llvm::Value *old = loadElement(s.buffer, idx);
+    storeElement(s.buffer, idx,
+                 combine(s.combiner, fromDType(s.buffer->dtype), old, v));
+    return;
+  }
+  case Stmt::Kind::Check:
+    failIf(b.CreateNot(expr(*s.cond)), statusOfCheck(s.message), failTarget);
+    return;
+  case Stmt::Kind::KernelCall:
+    kernel(s);
+    return;
+  case Stmt::Kind::Call:
+    call(s);
+    return;
+  }
+}
+
+/// z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j], summed
+/// in increasing p in the accumulator type, as EmitLLVM's matmul: for each
+/// row i, a row of accumulators (the result row itself when the types
+/// agree) is zeroed, then for each p the j loop adds a[i, p] * b[p, j];
+/// the j loop reads contiguous rows and vectorises. An f32 product widened
+/// to f64 is exact, so the sums are the evaluator's.
+void FunctionPrinter::kernel(const Stmt &s) {
+  const Buffer *a = s.inputs[0], *bm = s.inputs[1], *z = s.outputs[0];
+  llvm::Value *zOff = expr(*s.operands[0]), *aOff = expr(*s.operands[1]);
+  llvm::Value *bOff = expr(*s.operands[2]);
+  llvm::Value *m = expr(*s.operands[3]), *k = expr(*s.operands[4]);
+  llvm::Value *n = expr(*s.operands[5]);
+  ScalarType zType = fromDType(z->dtype), accType = s.accType;
+  llvm::Type *acc = valueType(accType);
+  llvm::Value *row = rows.lookup(&s);
+  bool isFloat = isFloatType(accType);
+  auto nsw = [&](llvm::Value *x, llvm::Value *y, bool add) {
+    return add ? b.CreateNSWAdd(x, y) : b.CreateNSWMul(x, y);
+  };
+  llvm::BasicBlock *blasDone = branchToBlas(
+      s, b.CreateInBoundsGEP(memoryType(a->dtype), pointerOf(a), aOff),
+      b.CreateInBoundsGEP(memoryType(bm->dtype), pointerOf(bm), bOff),
+      b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff), m, k, n);
+  forLoop(m, "mm.i", [&](llvm::Value *i) {
+    llvm::Value *zRow = nsw(zOff, nsw(i, n, false), true);
+    llvm::Value *accRow =
+        row ? row
+            : b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zRow);
+    forLoop(n, "mm.j", [&](llvm::Value *j) {
+      b.CreateStore(constant(accType, 0), b.CreateInBoundsGEP(acc, accRow, j));
+    });
+    forLoop(k, "mm.p", [&](llvm::Value *p) {
+      llvm::Value *aip = castTo(
+          accType, fromDType(a->dtype),
+          loadElement(a, nsw(aOff, nsw(nsw(i, k, false), p, true), true)));
+      llvm::Value *bRow = nsw(bOff, nsw(p, n, false), true);
+      forLoop(n, "mm.j", [&](llvm::Value *j) {
+        llvm::Value *bpj = castTo(accType, fromDType(bm->dtype),
+                                  loadElement(bm, nsw(bRow, j, true)));
+        llvm::Value *c = b.CreateInBoundsGEP(acc, accRow, j);
+        llvm::Value *old = b.CreateLoad(acc, c);
+        llvm::Value *sum = isFloat ? b.CreateFAdd(old, b.CreateFMul(aip, bpj))
+                                   : b.CreateAdd(old, b.CreateMul(aip, bpj));
+        b.CreateStore(sum, c);
+      });
+    });
+    if (row)
+      forLoop(n, "mm.j", [&](llvm::Value *j) {
+        llvm::Value *v = b.CreateLoad(acc, b.CreateInBoundsGEP(acc, row, j));
+        storeElement(z, nsw(zRow, j, true), castTo(zType, accType, v));
+      });
+  });
+  if (blasDone) {
+    b.CreateBr(blasDone);
+    blasDone->insertInto(llfn);
+    b.SetInsertPoint(blasDone);
+  }
+}
+
+/// With LLVMOptions::blas, for an f32/f64 kernel: `if (m n k >=
+/// blasMinWork && m, n, k fit in int) cblas_?gemm(...)`, leaving the
+/// builder in the else branch for the loops; returns the block where both
+/// meet, or null (emitting nothing) when BLAS is off, the type is not
+/// f32/f64, or the sizes are known and the product small. As in EmitLLVM,
+/// CBLAS accumulates in the element type, so its f32 results may differ
+/// from the loops' in the last bits.
+llvm::BasicBlock *FunctionPrinter::branchToBlas(const Stmt &s, llvm::Value *a,
+                                                llvm::Value *bm, llvm::Value *z,
+                                                llvm::Value *m, llvm::Value *k,
+                                                llvm::Value *n) {
+  DType t = s.outputs[0]->dtype;
+  if (!ms.options.blas || (t != DType::F32 && t != DType::F64) ||
+      s.inputs[0]->dtype != t || s.inputs[1]->dtype != t)
+    return nullptr;
+  auto *cm = llvm::dyn_cast<llvm::ConstantInt>(m);
+  auto *cn = llvm::dyn_cast<llvm::ConstantInt>(n);
+  auto *ck = llvm::dyn_cast<llvm::ConstantInt>(k);
+  if (cm && cn && ck &&
+      cm->getSExtValue() * cn->getSExtValue() * ck->getSExtValue() <
+          blasMinWork)
+    return nullptr;
+  llvm::Value *work = b.CreateMul(b.CreateMul(m, n), k);
+  llvm::Value *intMax = i64(std::numeric_limits<int32_t>::max());
+  llvm::Value *big = b.CreateICmpSGE(work, i64(blasMinWork));
+  llvm::Value *fits = b.CreateAnd(
+      b.CreateICmpSLE(m, intMax),
+      b.CreateAnd(b.CreateICmpSLE(n, intMax), b.CreateICmpSLE(k, intMax)));
+  auto *blasBlock = llvm::BasicBlock::Create(ctx, "matmul.blas", llfn);
+  auto *loops = llvm::BasicBlock::Create(ctx, "matmul.loops", llfn);
+  auto *done = llvm::BasicBlock::Create(ctx, "matmul.done");
+  b.CreateCondBr(b.CreateAnd(big, fits), blasBlock, loops);
+  b.SetInsertPoint(blasBlock);
+  llvm::Type *i32 = b.getInt32Ty();
+  auto toInt = [&](llvm::Value *v) { return b.CreateTrunc(v, i32); };
+  ScalarType st = fromDType(t);
+  const int rowMajor = 101, noTrans = 111;
+  // c[m, n] = 1 * a[m, k] b[k, n] + 0 * c, leading dimensions k, n, n.
+  b.CreateCall(getGemm(ms.llvmModule, t),
+               {b.getInt32(rowMajor), b.getInt32(noTrans), b.getInt32(noTrans),
+                toInt(m), toInt(n), toInt(k), constant(st, 1), a, toInt(k), bm,
+                toInt(n), constant(st, 0), z, toInt(n)});
+  b.CreateBr(done);
+  b.SetInsertPoint(loops);
+  return done;
+}
+
+/// A call through the C ABI (sizes, inputs, outputs); a scalar input goes
+/// by value. A non-zero status is returned as is.
+void FunctionPrinter::call(const Stmt &s) {
+  llvm::Function *target = nullptr;
+  bool checked = true;
+  if (s.isExtern) {
+    const ir::ExternDecl *decl = ms.module.lookupExtern(s.callee);
+    assert(decl && "the verifier checks callees");
+    target = getExternFunction(ms.llvmModule, *decl);
+    checked = s.checksStatus;
+  } else {
+    target = ms.functions.lookup(s.callee);
+    assert(target && "the verifier checks callees");
+  }
+  llvm::SmallVector<llvm::Value *, 8> args;
+  for (const auto &[name, value] : s.sizeArgs)
+    args.push_back(expr(*value));
+  for (const Buffer *in : s.inputs)
+    args.push_back(in->shape.empty()
+                       ? toMemory(in->dtype, loadElement(in, i64(0)))
+                       : pointerOf(in));
+  for (const Buffer *o : s.outputs)
+    args.push_back(pointerOf(o));
+  llvm::CallInst *c = b.CreateCall(target, args);
+  if (!checked)
+    return;
+  auto *fail = llvm::BasicBlock::Create(ctx, "call.fail", llfn);
+  auto *cont = llvm::BasicBlock::Create(ctx, "call.ok", llfn);
+  b.CreateCondBr(b.CreateICmpNE(c, b.getInt32(0)), fail, cont);
+  b.SetInsertPoint(fail);
+  b.CreateStore(c, statusSlot);
+  b.CreateBr(failTarget);
+  b.SetInsertPoint(cont);
+}
+
+void FunctionPrinter::run() {
+  entry = llvm::BasicBlock::Create(ctx, "entry", llfn);
+  auto *body = llvm::BasicBlock::Create(ctx, "body", llfn);
+  cleanup = llvm::BasicBlock::Create(ctx, "cleanup");
+  exit = llvm::BasicBlock::Create(ctx, "exit");
+  failTarget = exit;
+  b.SetInsertPoint(entry);
+  statusSlot = b.CreateAlloca(b.getInt32Ty(), nullptr, "status");
+  b.CreateBr(body);
+  b.SetInsertPoint(body);
+  prologue();
+  storage();
+  for (const auto &buf : fn.buffers)
+    if (buf->kind == Buffer::Kind::Alias)
+      pointerOf(buf.get());
+  block(fn.body);
+  b.CreateStore(b.getInt32(GRADC_OK), statusSlot);
+  b.CreateBr(heap.empty() ? exit : cleanup);
+  if (!heap.empty()) {
+    cleanup->insertInto(llfn);
+    b.SetInsertPoint(cleanup);
+    for (llvm::Value *p : heap)
+      b.CreateCall(ms.free(), {p});
+    b.CreateBr(exit);
+  } else {
+    delete cleanup;
+  }
+  exit->insertInto(llfn);
+  b.SetInsertPoint(exit);
+  b.CreateRet(b.CreateLoad(b.getInt32Ty(), statusSlot));
+}
+
+} // namespace
+
+bool emit::printLLVMFromLoops(const ir::Module &module,
+                              llvm::Module &llvmModule,
+                              const LLVMOptions &options, std::string &error) {
+  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  if (!lowered || !verifyLoops(*lowered, error) ||
+      !runLoopPasses(*lowered, defaultLoopPipeline, error))
+    return false;
+  // The roots and what they call, or every function.
+  llvm::DenseSet<const LoopFunction *> wanted;
+  std::vector<const LoopFunction *> work;
+  for (const auto &f : lowered->functions)
+    if (options.roots.empty() || llvm::is_contained(options.roots, f->name))
+      if (wanted.insert(f.get()).second)
+        work.push_back(f.get());
+  while (!work.empty()) {
+    const LoopFunction *f = work.back();
+    work.pop_back();
+    walk(f->body, [&](const Stmt &s) {
+      if (s.kind == Stmt::Kind::Call && !s.isExtern)
+        if (const LoopFunction *callee = lowered->lookup(s.callee))
+          if (wanted.insert(callee).second)
+            work.push_back(callee);
+    });
+  }
+  ModuleState ms{module, llvmModule, options, {}};
+  std::vector<std::pair<const LoopFunction *, const ir::Function *>> fns;
+  for (const auto &f : lowered->functions) {
+    if (!wanted.contains(f.get()))
+      continue;
+    const ir::Function *irFn = module.lookup(f->name);
+    if (!irFn) {
+      error = "no function '" + f->name + "' for its loops";
+      return false;
+    }
+    fns.push_back({f.get(), irFn});
+    ms.functions[f->name] =
+        declareCFunction(llvmModule, module, *irFn, options);
+  }
+  for (const auto &[f, irFn] : fns)
+    FunctionPrinter(ms, *f, *irFn, ms.functions.lookup(f->name)).run();
+  if (options.jitWrappers)
+    for (const auto &[f, irFn] : fns)
+      if (irFn->getRole() != ir::Function::Role::RuleInstance)
+        emitJITWrapper(llvmModule, *irFn, ms.functions.lookup(f->name));
+  return true;
+}

@@ -55,15 +55,15 @@ using namespace gradc::loops;
 
 namespace {
 
-/// The status of docs/ABI.md that a failed check returns; the messages are
-/// the lowering's (lib/Loops), which are the interpreter's errors.
-int32_t statusOfCheck(llvm::StringRef message) {
-  if (message.contains("division by zero"))
+/// The status of docs/ABI.md that a failed check returns.
+int32_t statusOfCheck(loops::CheckStatus status) {
+  switch (status) {
+  case loops::CheckStatus::DivZero:
     return GRADC_ERROR_DIV_ZERO;
-  if (message.contains("out of range"))
+  case loops::CheckStatus::Index:
     return GRADC_ERROR_INDEX;
-  llvm::report_fatal_error("PrintLLVM: no ABI status for the check '" +
-                           llvm::Twine(message) + "'");
+  }
+  llvm_unreachable("unknown check status");
 }
 
 /// A kernel's accumulator row of at most this many bytes, with a known
@@ -696,6 +696,7 @@ llvm::Value *FunctionPrinter::intrinsic(const Expr &e) {
     break;
   case Intrinsic::Log1p:
   case Intrinsic::Tanh:
+  case Intrinsic::Atan:
     r = b.CreateCall(ms.libm(intrinsicName(e.fn), 1), args);
     break;
   case Intrinsic::Pow: {
@@ -742,7 +743,7 @@ void FunctionPrinter::stmt(const Stmt &s) {
     return;
   }
   case Stmt::Kind::Check:
-    failIf(b.CreateNot(expr(*s.cond)), statusOfCheck(s.message), failTarget);
+    failIf(b.CreateNot(expr(*s.cond)), statusOfCheck(s.status), failTarget);
     return;
   case Stmt::Kind::KernelCall:
     kernel(s);

@@ -1227,6 +1227,9 @@ const OpInfo opTable[] = {
      nullptr,
      false,
      "branch on a bool scalar between two functions",
+     nullptr,
+     NoTraits,
+     ZeroWhen::Never,
      nullptr},
 };
 

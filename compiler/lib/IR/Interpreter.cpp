@@ -15,9 +15,12 @@
 //  - i32 arithmetic is done in 64-bit unsigned integers and wrapped to 32
 //    bits, so it never overflows in C++; division truncates toward zero and
 //    dividing by zero is a run-time error.
-//  - Reductions, matmul and softmax add in a fixed order: increasing flat
-//    (row-major) index of the input, accumulating in double (in 64-bit
-//    integers for i32), and round once at the end.
+//  - Reductions, matmul and softmax add in a fixed order (docs/IR.md,
+//    "Summation order"), accumulating in double (in 64-bit integers for
+//    i32), and round once at the end: a float sum that runs along the
+//    input's last axis adds into reductionLanes lanes by that axis's
+//    index and combines them pairwise (LaneSum); any other sum, and
+//    matmul's, adds in increasing flat index.
 //  - Every size name is bound from the arguments' shapes; attributes that
 //    hold size names (reshape, broadcast_to, one_hot, split) resolve
 //    through those bindings.
@@ -74,6 +77,16 @@ bool anyNaN(double a, double b) { return std::isnan(a) || std::isnan(b); }
 double maxValue(double a, double b) {
   return anyNaN(a, b) ? NAN : std::max(a, b);
 }
+/// A float sum in the order of docs/IR.md along a contiguous axis: term k
+/// of the axis adds into lane k % reductionLanes; total() combines the
+/// lanes pairwise. The loop IR's lowering (lib/Loops/LowerReduce.cpp)
+/// emits the same additions.
+struct LaneSum {
+  double lanes[reductionLanes] = {};
+  void add(int64_t k, double v) { lanes[k % reductionLanes] += v; }
+  double total() const { return combineLanes(lanes); }
+};
+
 
 //===----------------------------------------------------------------------===//
 // Shapes and index loops
@@ -557,7 +570,9 @@ private:
 
   // sum, mean, max, logsumexp over `axis` (all axes when absent). The
   // input is walked once in row-major order, so each output adds its
-  // inputs in increasing flat index.
+  // inputs in increasing flat index: into one accumulator, or, for a
+  // float sum when the last axis is reduced, into the lanes of a LaneSum
+  // by the index along that axis (docs/IR.md, "Summation order").
   //   mean      = sum / (number of reduced elements)
   //   max       = the largest element; NaN if any is NaN. The max of
   //               nothing is its identity: -inf, or the lowest i32
@@ -587,6 +602,9 @@ private:
     bool isInt = x.dtype == DType::I32;
     std::vector<double> acc(n, 0.0);
     std::vector<uint64_t> intAcc(n, 0);
+    bool lanes = !isInt && rank > 0 && reduced[rank - 1];
+    std::vector<LaneSum> laneAcc(lanes ? n : 0);
+    int64_t last = rank > 0 ? x.shape[rank - 1] : 1;
     // The identity of max, which is also what reducing nothing gives.
     double lowest =
         isInt ? double(std::numeric_limits<int32_t>::min()) : -INFINITY;
@@ -600,6 +618,8 @@ private:
       stridedLoop(x.shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
         if (isInt)
           intAcc[at[0]] += asU64(x.data[i]);
+        else if (lanes)
+          laneAcc[at[0]].add(i % last, x.data[i]);
         else
           acc[at[0]] += x.data[i];
       });
@@ -607,10 +627,17 @@ private:
     if (kind == OpKind::LogSumExp) {
       stridedLoop(x.shape, strides, [&](int64_t i, llvm::ArrayRef<int64_t> at) {
         double m = maxima[at[0]];
-        if (std::isfinite(m))
+        if (!std::isfinite(m))
+          return;
+        if (lanes)
+          laneAcc[at[0]].add(i % last, std::exp(x.data[i] - m));
+        else
           acc[at[0]] += std::exp(x.data[i] - m);
       });
     }
+    if (lanes)
+      for (int64_t j = 0; j < n; ++j)
+        acc[j] = laneAcc[j].total();
     out.resize(1);
     Tensor &y = out[0];
     if (!make(c, resultDType(c), shape, y))
@@ -652,8 +679,8 @@ private:
   }
 
   // Along `axis`, for each lane x[0..n): m = max, e_k = exp(x_k - m),
-  // s = sum e_k (in k order); softmax = e_k / s, log_softmax =
-  // x_k - m - log(s).
+  // s = sum e_k (a LaneSum along the last axis, else in k order);
+  // softmax = e_k / s, log_softmax = x_k - m - log(s).
   bool evalSoftmax(OpContext &c, std::vector<Tensor> &out) {
     if (!checkArity(c, 1) || !checkResultCount(c, 1))
       return false;
@@ -676,8 +703,15 @@ private:
         for (int64_t k = 0; k < n; ++k)
           m = maxValue(m, x.data[base + k * inner]);
         double s = 0;
-        for (int64_t k = 0; k < n; ++k)
-          s += std::exp(x.data[base + k * inner] - m);
+        if (axis == rank - 1) {
+          LaneSum lanes;
+          for (int64_t k = 0; k < n; ++k)
+            lanes.add(k, std::exp(x.data[base + k] - m));
+          s = lanes.total();
+        } else {
+          for (int64_t k = 0; k < n; ++k)
+            s += std::exp(x.data[base + k * inner] - m);
+        }
         for (int64_t k = 0; k < n; ++k) {
           double xk = x.data[base + k * inner];
           double v = isLog ? xk - m - std::log(s) : std::exp(xk - m) / s;
@@ -1203,7 +1237,7 @@ private:
   }
 
   // loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]] for every
-  // row r; a label outside [0, C) is a run-time error.
+  // row r (its sum a LaneSum); a label outside [0, C) is a run-time error.
   bool evalSoftmaxCrossEntropy(OpContext &c, std::vector<Tensor> &out) {
     if (!checkArity(c, 2) || !checkResultCount(c, 1))
       return false;
@@ -1231,10 +1265,10 @@ private:
       double m = -INFINITY;
       for (int64_t k = 0; k < classes; ++k)
         m = maxValue(m, row[k]);
-      double s = 0;
+      LaneSum s;
       for (int64_t k = 0; k < classes; ++k)
-        s += std::exp(row[k] - m);
-      double lse = std::isfinite(m) ? m + std::log(s) : m;
+        s.add(k, std::exp(row[k] - m));
+      double lse = std::isfinite(m) ? m + std::log(s.total()) : m;
       y.data[r] = roundToDType(y.dtype, lse - row[int64_t(label)]);
     }
     return true;

@@ -13,7 +13,11 @@
 //     loop variables are bound to sub-expressions of J (unification: the
 //     same flat, affine index in another loop nest, transposed or not).
 //     Reading `%p` in one statement only means nothing is computed twice.
-//  3. Before R, a local `%p = V[loop variables := their bindings]` is
+//     The one exception: the lane loops of one sum (Lowering's
+//     accumulateLanes: the whole chunks, then the rest) are several
+//     statements R that accumulate into the same stack buffer of lanes;
+//     they read disjoint elements, so each is still computed once.
+//  3. Before each R, a local `%p = V[loop variables := their bindings]` is
 //     inserted, R reads that local instead, and the producer nest and the
 //     buffer are deleted. Repeat until nothing changes, so chains fuse.
 //
@@ -247,49 +251,75 @@ private:
         return false;
     std::vector<Reader> readers;
     findReaders(fn.body, p, readers);
-    if (readers.size() != 1 || readers[0].top <= at)
+    if (readers.empty() || (readers.size() > 1 && !laneLoops(readers)))
       return false;
-    Stmt &reader = *(*readers[0].block)[readers[0].position];
-    // Every load of p in the reader at one index, matching the store's.
-    const Expr *readIndex = nullptr;
-    bool consistent = true;
-    for (ExprPtr *slot : exprSlots(reader))
-      walkLoads(**slot, p, [&](const Expr &load) {
-        if (!readIndex)
-          readIndex = load.args[0].get();
-        else if (!sameExpr(*readIndex, *load.args[0]))
-          consistent = false;
-      });
-    Binding binding;
-    if (!readIndex || !consistent ||
-        !unify(*store->index, *readIndex, vars, binding) ||
-        binding.size() != vars.size())
-      return false;
+    // Every load of p in each reader at one index, matching the store's.
+    std::vector<Binding> bindings;
+    for (const Reader &r : readers) {
+      if (r.top <= at)
+        return false;
+      Stmt &reader = *(*r.block)[r.position];
+      const Expr *readIndex = nullptr;
+      bool consistent = true;
+      for (ExprPtr *slot : exprSlots(reader))
+        walkLoads(**slot, p, [&](const Expr &load) {
+          if (!readIndex)
+            readIndex = load.args[0].get();
+          else if (!sameExpr(*readIndex, *load.args[0]))
+            consistent = false;
+        });
+      Binding binding;
+      if (!readIndex || !consistent ||
+          !unify(*store->index, *readIndex, vars, binding) ||
+          binding.size() != vars.size())
+        return false;
+      bindings.push_back(std::move(binding));
+    }
 
     // Fuse. The substituted definitions are built first: the binding
     // points into the reader's loads, which are replaced next. The local
     // takes the buffer's name once the buffer is gone.
-    std::vector<StmtPtr> defs;
-    for (StmtPtr &old : *body) {
-      auto def = std::make_unique<Stmt>(Stmt::Kind::Store);
-      def->origin = old->origin;
-      def->buffer = old->buffer;
-      def->index = index(0);
-      def->value = substitute(*old->value, binding);
-      defs.push_back(std::move(def));
-    }
+    std::vector<std::vector<StmtPtr>> defs(readers.size());
+    for (size_t r = 0; r < readers.size(); ++r)
+      for (StmtPtr &old : *body) {
+        auto def = std::make_unique<Stmt>(Stmt::Kind::Store);
+        def->origin = old->origin;
+        def->buffer = old->buffer;
+        def->index = index(0);
+        def->value = substitute(*old->value, bindings[r]);
+        defs[r].push_back(std::move(def));
+      }
     DType dtype = p->dtype;
     std::string name = p->name;
-    Block &block = *readers[0].block;
-    size_t position = readers[0].position;
     eraseBuffer(p);
     Buffer *local = fn.addBuffer(Buffer::Kind::Local, dtype, {}, name);
-    defs.back()->buffer = local;
-    for (ExprPtr *slot : exprSlots(reader))
-      replaceLoads(*slot, p, local);
-    for (StmtPtr &def : defs)
-      block.insert(block.begin() + position++, std::move(def));
+    // Later readers first, so that an insertion moves no reader still to
+    // come.
+    for (size_t r = readers.size(); r-- > 0;) {
+      Block &block = *readers[r].block;
+      size_t position = readers[r].position;
+      Stmt &reader = *block[position];
+      defs[r].back()->buffer = local;
+      for (ExprPtr *slot : exprSlots(reader))
+        replaceLoads(*slot, p, local);
+      for (StmtPtr &def : defs[r])
+        block.insert(block.begin() + position++, std::move(def));
+    }
     fn.body.erase(fn.body.begin() + at);
+    return true;
+  }
+
+  /// Whether the readers are the lane loops of one sum: accumulations
+  /// with `+` into one stack buffer, which read disjoint elements.
+  static bool laneLoops(const std::vector<Reader> &readers) {
+    const Buffer *lanes = nullptr;
+    for (const Reader &r : readers) {
+      const Stmt &s = *(*r.block)[r.position];
+      if (s.kind != Stmt::Kind::Accumulate || s.combiner != Combiner::Add ||
+          s.buffer->kind != Buffer::Kind::Stack || (lanes && s.buffer != lanes))
+        return false;
+      lanes = s.buffer;
+    }
     return true;
   }
 

@@ -17,6 +17,8 @@
 
 #include "Lowering.h"
 
+#include "gradc/IR/Interpreter.h"
+
 #include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -162,6 +164,63 @@ Nest Lowering::openNest(Block &block, llvm::ArrayRef<Dim> shape) {
   }
   nest.body = at;
   return nest;
+}
+
+std::pair<Block *, ExprPtr> Lowering::openLoop(Block &block, ExprPtr extent) {
+  if (isIndexConst(*extent, 0))
+    return {nullptr, nullptr};
+  if (isIndexConst(*extent, 1))
+    return {&block, index(0)};
+  auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
+  loop->var = fn.numVars++;
+  loop->extent = std::move(extent);
+  ExprPtr var = loopVar(loop->var);
+  add(block, std::move(loop));
+  return {&block.back()->body, std::move(var)};
+}
+
+Buffer *Lowering::openLanes(Block &block) {
+  Buffer *lanes = fn.addBuffer(Buffer::Kind::Stack, DType::F64,
+                               {Dim::known(ir::reductionLanes)}, "lanes");
+  auto [body, l] = openLoop(block, index(ir::reductionLanes));
+  store(*body, lanes, l->clone(), constant(ScalarType::F64, 0));
+  return lanes;
+}
+
+void Lowering::accumulateLanes(
+    Block &block, Buffer *lanes, const Dim &n,
+    llvm::function_ref<ExprPtr(const ExprPtr &k)> term) {
+  const int64_t w = ir::reductionLanes;
+  // Known extents fold, so that a short axis prints without divisions.
+  ExprPtr chunks, rest, restStart;
+  if (n.isKnown()) {
+    chunks = index(n.getSize() / w);
+    rest = index(n.getSize() % w);
+    restStart = index(n.getSize() - n.getSize() % w);
+  } else {
+    chunks = prim(PrimOp::Div, extentOf(n), index(w));
+    rest = prim(PrimOp::Rem, extentOf(n), index(w));
+    restStart = prim(PrimOp::Sub, extentOf(n), rest->clone());
+  }
+  if (auto [body, c] = openLoop(block, std::move(chunks)); body) {
+    auto [inner, l] = openLoop(*body, index(w));
+    ExprPtr k = prim(PrimOp::Add, prim(PrimOp::Mul, std::move(c), index(w)),
+                     l->clone());
+    accumulate(*inner, lanes, std::move(l), Combiner::Add, term(k));
+  }
+  if (auto [body, l] = openLoop(block, std::move(rest)); body) {
+    ExprPtr k = prim(PrimOp::Add, std::move(restStart), l->clone());
+    accumulate(*body, lanes, std::move(l), Combiner::Add, term(k));
+  }
+}
+
+ExprPtr Lowering::combineLanes(Buffer *lanes) {
+  static_assert(ir::reductionLanes == 8, "the pairwise tree below has 8");
+  auto pair = [&](int64_t a) {
+    return prim(PrimOp::Add, load(lanes, index(a)), load(lanes, index(a + 1)));
+  };
+  return prim(PrimOp::Add, prim(PrimOp::Add, pair(0), pair(2)),
+              prim(PrimOp::Add, pair(4), pair(6)));
 }
 
 ExprPtr Lowering::flatIndex(llvm::ArrayRef<Dim> shape,

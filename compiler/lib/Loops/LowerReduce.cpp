@@ -1,8 +1,14 @@
 //===- LowerReduce.cpp - sum, mean, max, logsumexp ------------------------===//
 //
-// For each element of the result (one loop per kept axis), a local
-// accumulator runs over the reduced axes in increasing order, which is
-// the interpreter's order (increasing flat index of the input):
+// For each element of the result (one loop per kept axis), an
+// accumulator runs over the reduced axes in increasing order, the
+// summation order of docs/IR.md that the interpreter follows too: a
+// float sum (sum, mean, logsumexp's) whose reduced axes include the
+// input's last one adds into the W f64 lanes of Lowering::openLanes by
+// the index along that axis (outer reduced axes loop around the lane
+// loops), and `acc` is the lanes combined pairwise; any other sum (an i32
+// one, or one over outer axes only) and every max add into one local in
+// increasing flat index:
 //
 //   sum       acc = 0;    acc += x            (f64 for floats; i32 wraps)
 //   mean      acc = 0;    acc += x;   y = acc / count    (0/0 = NaN)
@@ -61,13 +67,36 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
       isInt ? double(std::numeric_limits<int32_t>::min()) : -double(INFINITY);
 
   OpKind kind = op.getKind();
+  // Lanes: a float sum that runs along the input's last axis.
+  bool lanes = !isInt && rank > 0 && reduced[rank - 1];
+  Shape outerReduced(reducedShape.begin(),
+                     reducedShape.end() - (reducedShape.empty() ? 0 : 1));
+  // Adds term(x) over the reduced axes into a new local of type `t`.
+  auto sumInto = [&](ScalarType t, llvm::StringRef name,
+                     llvm::function_ref<ExprPtr(ExprPtr x)> term) {
+    Buffer *acc = l.local(t, name);
+    if (!lanes) {
+      l.store(body, acc, index(0), constant(t, 0));
+      Nest r = l.openNest(body, reducedShape);
+      l.accumulate(*r.body, acc, index(0), Combiner::Add, term(inputAt(r)));
+      return acc;
+    }
+    Buffer *laneBuf = l.openLanes(body);
+    Nest r = l.openNest(body, outerReduced);
+    l.accumulateLanes(*r.body, laneBuf, in[rank - 1], [&](const ExprPtr &k) {
+      Nest at;
+      at.idx = r.indices();
+      at.idx.push_back(k->clone());
+      return term(inputAt(at));
+    });
+    l.store(body, acc, index(0), Lowering::combineLanes(laneBuf));
+    return acc;
+  };
+
   if (kind == OpKind::Sum || kind == OpKind::Mean) {
     ScalarType accType = kind == OpKind::Mean ? ScalarType::F64 : wide;
-    Buffer *acc = l.local(accType, "acc");
-    l.store(body, acc, index(0), constant(accType, 0));
-    Nest r = l.openNest(body, reducedShape);
-    l.accumulate(*r.body, acc, index(0), Combiner::Add,
-                 cast(accType, inputAt(r)));
+    Buffer *acc = sumInto(
+        accType, "acc", [&](ExprPtr x) { return cast(accType, std::move(x)); });
     ExprPtr v = load(acc, index(0));
     if (kind == OpKind::Mean)
       v = prim(PrimOp::Div, std::move(v),
@@ -89,17 +118,13 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
     return true;
   }
   // logsumexp
-  Buffer *s = l.local(wide, "s");
-  l.store(body, s, index(0), constant(wide, 0));
-  {
-    Nest r = l.openNest(body, reducedShape);
+  Buffer *s = sumInto(wide, "s", [&](ExprPtr x) {
     ExprPtr e =
-        intrinsic(Intrinsic::Exp,
-                  prim(PrimOp::Sub, cast(wide, inputAt(r)), load(m, index(0))));
-    l.accumulate(*r.body, s, index(0), Combiner::Add,
-                 select(prim(PrimOp::IsFinite, load(m, index(0))), std::move(e),
-                        constant(wide, 0)));
-  }
+        intrinsic(Intrinsic::Exp, prim(PrimOp::Sub, cast(wide, std::move(x)),
+                                       load(m, index(0))));
+    return select(prim(PrimOp::IsFinite, load(m, index(0))), std::move(e),
+                  constant(wide, 0));
+  });
   ExprPtr v = select(prim(PrimOp::IsFinite, load(m, index(0))),
                      prim(PrimOp::Add, load(m, index(0)),
                           intrinsic(Intrinsic::Log, load(s, index(0)))),

@@ -1,7 +1,10 @@
 //===- LowerSoftmax.cpp - softmax, log_softmax, softmax_cross_entropy -----===//
 //
 // Along `axis`, for each lane x[0..n) (one loop per other axis), in f64
-// for floats, each sum in increasing k as the interpreter adds:
+// for floats, each sum in the interpreter's order (docs/IR.md, "Summation
+// order"): along the last axis (softmax's default, and every row of
+// softmax_cross_entropy) in the W lanes of Lowering::openLanes combined
+// pairwise, along another axis in increasing k:
 //
 //   m = max_k x_k;  s = sum_k e^(x_k - m)
 //   softmax_k     = e^(x_k - m) / s
@@ -23,10 +26,11 @@ using namespace gradc::loops;
 namespace {
 
 /// m = max over k, s = sum of e^(x_k - m), in locals of type `wide`;
-/// `at(k)` loads x_k.
+/// `at(k)` loads x_k; `contiguous`: the axis is the input's last, so the
+/// sum runs in lanes.
 void maxAndSum(Lowering &l, Block &body, const Dim &n, ScalarType wide,
                llvm::function_ref<ExprPtr(const ExprPtr &k)> at, Buffer *&m,
-               Buffer *&s, bool skipNonFinite) {
+               Buffer *&s, bool contiguous) {
   m = l.local(wide, "m");
   s = l.local(wide, "s");
   l.store(body, m, index(0), constant(wide, -double(INFINITY)));
@@ -34,15 +38,19 @@ void maxAndSum(Lowering &l, Block &body, const Dim &n, ScalarType wide,
     Nest k = l.openNest(body, {n});
     l.accumulate(*k.body, m, index(0), Combiner::Max, cast(wide, at(k.idx[0])));
   }
+  auto term = [&](const ExprPtr &k) {
+    return intrinsic(Intrinsic::Exp,
+                     prim(PrimOp::Sub, cast(wide, at(k)), load(m, index(0))));
+  };
+  if (contiguous) {
+    Buffer *lanes = l.openLanes(body);
+    l.accumulateLanes(body, lanes, n, term);
+    l.store(body, s, index(0), Lowering::combineLanes(lanes));
+    return;
+  }
   l.store(body, s, index(0), constant(wide, 0));
   Nest k = l.openNest(body, {n});
-  ExprPtr e =
-      intrinsic(Intrinsic::Exp,
-                prim(PrimOp::Sub, cast(wide, at(k.idx[0])), load(m, index(0))));
-  if (skipNonFinite)
-    e = select(prim(PrimOp::IsFinite, load(m, index(0))), std::move(e),
-               constant(wide, 0));
-  l.accumulate(*k.body, s, index(0), Combiner::Add, std::move(e));
+  l.accumulate(*k.body, s, index(0), Combiner::Add, term(k.idx[0]));
 }
 
 bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
@@ -72,7 +80,7 @@ bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
   };
   auto at = [&](const ExprPtr &k) { return load(in, indexAt(k)); };
   Buffer *m = nullptr, *s = nullptr;
-  maxAndSum(l, *lane.body, shape[axis], wide, at, m, s, false);
+  maxAndSum(l, *lane.body, shape[axis], wide, at, m, s, axis == rank - 1);
   Nest k = l.openNest(*lane.body, {shape[axis]});
   ExprPtr xk = cast(wide, at(k.idx[0]));
   ExprPtr v;
@@ -112,7 +120,7 @@ bool lowerCrossEntropy(Lowering &l, const ir::Op &op) {
                      k->clone()));
   };
   Buffer *m = nullptr, *s = nullptr;
-  maxAndSum(l, *row.body, classes, wide, at, m, s, false);
+  maxAndSum(l, *row.body, classes, wide, at, m, s, true);
   ExprPtr lse = select(prim(PrimOp::IsFinite, load(m, index(0))),
                        prim(PrimOp::Add, load(m, index(0)),
                             intrinsic(Intrinsic::Log, load(s, index(0)))),

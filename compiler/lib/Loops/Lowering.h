@@ -71,6 +71,27 @@ public:
   /// Opens one loop per dimension of `shape` (none for a known 1) inside
   /// `block`.
   Nest openNest(Block &block, llvm::ArrayRef<Dim> shape);
+  /// Opens `for %v < extent` inside `block` and returns its body and `%v`;
+  /// a known extent of 1 opens no loop (the index is 0), a known 0 gives
+  /// no body (null).
+  std::pair<Block *, ExprPtr> openLoop(Block &block, ExprPtr extent);
+
+  /// A float sum along a contiguous axis in the order of docs/IR.md
+  /// ("Summation order"), in three steps:
+  ///   openLanes:       `lanes[l] = 0` for l < W (W = reductionLanes), a
+  ///                    stack buffer of W f64 accumulators
+  ///   accumulateLanes: term k of an axis of extent n adds into lane k % W:
+  ///                    `for c < n / W { for l < W { lanes[l] += t(c*W+l) } }`
+  ///                    then `for l < n % W { lanes[l] += t(n - n%W + l) }`
+  ///                    (called once per position of any outer reduced axes)
+  ///   combineLanes:    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ...
+  /// The inner loop over a fixed W with independent accumulators is what a
+  /// compiler vectorises; the interpreter's LaneSum adds the same terms.
+  Buffer *openLanes(Block &block);
+  void accumulateLanes(Block &block, Buffer *lanes, const Dim &n,
+                       llvm::function_ref<ExprPtr(const ExprPtr &k)> term);
+  static ExprPtr combineLanes(Buffer *lanes);
+
   /// Row-major flat index of `idx` in `shape`: i0 * (d1 * d2) + i1 * d2 + i2.
   static ExprPtr flatIndex(llvm::ArrayRef<Dim> shape,
                            llvm::ArrayRef<ExprPtr> idx);

@@ -35,6 +35,20 @@ struct Tensor {
 /// (a run-time error, not an allocation failure).
 constexpr int64_t maxInterpreterElements = int64_t(1) << 26;
 
+/// The number of lanes of a floating-point sum along the input's last
+/// (contiguous) axis, the summation order of docs/IR.md that every
+/// implementation follows: the term at index k of that axis adds into
+/// lane k % reductionLanes (in f64, in increasing flat index), and the
+/// lanes combine pairwise, ((0+1)+(2+3))+((4+5)+(6+7)), before the one
+/// rounding. lib/Loops lowers every such sum to exactly this.
+constexpr int64_t reductionLanes = 8;
+
+/// The pairwise combination of `reductionLanes` lane sums.
+inline double combineLanes(const double *lanes) {
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 /// Calls nested deeper than this are a run-time error.
 constexpr unsigned maxInterpreterCallDepth = 100;
 

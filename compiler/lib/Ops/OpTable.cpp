@@ -668,7 +668,12 @@ const AttrInfo forAttrs[] = {{"body", AttrKind::Symbol, true},
                              {"start", AttrKind::Int, true},
                              {"trip", AttrKind::Dim, true},
                              {"carries", AttrKind::Int, true},
-                             {"reverse", AttrKind::Bool, false}};
+                             {"reverse", AttrKind::Bool, false},
+                             {"checkpoint", AttrKind::Symbol, false},
+                             {"every", AttrKind::Int, false},
+                             {"snapshots", AttrKind::Int, false},
+                             {"recompute", AttrKind::Symbol, false},
+                             {"recompute_carries", AttrKind::Int, false}};
 
 const bool selectDiff[] = {false, true, true};
 const bool sceDiff[] = {true, false};

@@ -52,6 +52,9 @@ llvm::StringSet<> namedFunctions(const Module &module) {
     for (const auto &op : fn->getOps()) {
       if (!op->getCalledFunction().empty())
         names.insert(op->getCalledFunction());
+      // A checkpointed reverse loop reruns the forward body it names.
+      if (op->getKind() == OpKind::For && op->getAttrs().has("recompute"))
+        names.insert(op->getAttrs().getString("recompute"));
       if (op->getGradRule().isSet())
         names.insert(op->getGradRule().function);
     }

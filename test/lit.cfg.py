@@ -55,6 +55,8 @@ if python_numpy:
 python_torch = find_python("numpy, torch")
 if python_torch:
     config.environment["GRADC_DOCS_PYTHON"] = python_torch
+    config.available_features.add("python-torch")
+    config.substitutions.insert(0, ("%python_torch", python_torch))
 
 # test/Package builds a project against the installed package with CMake
 # and Ninja; test/Examples runs the host programs of dsl_examples/.

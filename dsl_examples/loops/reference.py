@@ -186,9 +186,14 @@ def main():
         path = f.name
     try:
         for backend in backends:
-            cmd = [gradc, "run", path, "--backend=" + backend]
-            for name in [fn] + others:
-                cmd += ["--call", name + call, "--call", name + "_grad" + call]
+            # The calls go in a response file (LLVM's @FILE): ADBench's
+            # sizes make arguments longer than a command line may be.
+            with open(path + ".rsp", "w") as rsp:
+                for name in [fn] + others:
+                    for callee in (name, name + "_grad"):
+                        rsp.write("--call '" + callee + call + "'\n")
+            cmd = [gradc, "run", path, "--backend=" + backend, "@" + path +
+                   ".rsp"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
                 sys.exit(out.stderr)
@@ -215,6 +220,8 @@ def main():
                       f"tolerance {rtol:g})")
     finally:
         os.unlink(path)
+        if os.path.exists(path + ".rsp"):
+            os.unlink(path + ".rsp")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     memory_table.py GRADC [T ...]
 
-Runs the three gradients of dsl_examples/rk4_checkpoint.grad (a tape of
+Runs the three gradients of dsl_examples/loops/rk4_checkpoint.grad (a tape of
 every step, @checkpoint every ceil(sqrt(T)) steps, and the binomial
 schedule with 8 snapshots) in the interpreter with --memory-stats, with
 its 1000 steps made T for each T given (default 100 1000 10000), and
@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROGRAM = os.path.join(os.path.dirname(HERE), "rk4_checkpoint.grad")
+PROGRAM = os.path.join(HERE, "rk4_checkpoint.grad")
 STATS = re.compile(r"memory: peak (\d+) bytes, checkpointed carries (\d+), "
                    r"recomputed steps (\d+)")
 

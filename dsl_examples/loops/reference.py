@@ -1,4 +1,4 @@
-"""Runs the loop examples of dsl_examples/ with gradc and compares their
+"""Runs the loop examples of dsl_examples/loops/ with gradc and compares their
 values and gradients with PyTorch in f64.
 
     reference.py GRADC EXAMPLE [--backend NAME] [--dtype f64|f32] [SIZE=N ...]
@@ -23,7 +23,6 @@ import torch
 
 torch.set_default_dtype(torch.float64)
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = os.path.dirname(HERE)
 
 
 def literal(t):
@@ -173,7 +172,7 @@ def main():
     backends = backends or ["interp"]
     gen = torch.Generator().manual_seed(15)
     fn, inputs, want, others = globals()[example](sizes, gen)
-    source = open(os.path.join(EXAMPLES, FILES[example])).read()
+    source = open(os.path.join(HERE, FILES[example])).read()
     # rnn.grad is f32 as written; the others f64.
     native = "f32" if example == "rnn" else "f64"
     dtype = dtype or native

@@ -669,10 +669,11 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   const Function *vjp = loopVJP(op, *body);
   if (!vjp)
     return false;
-  const Function *rev = loopReverseBody(op, *body, *vjp, checkpointed);
   if (checkpointed)
-    return sweepCheckpointedLoop(ctx, op, *body, *rev);
+    return sweepCheckpointedLoop(ctx, op, *body,
+                                 *loopReverseBody(op, *body, *vjp, true));
   const Function *tapeBody = loopTapeBody(*body, k);
+  const Function *rev = loopReverseBody(op, *body, *vjp, false);
 
   // 2. The forward loop runs the taped body instead.
   llvm::SmallVector<TensorType, 6> types;

@@ -113,10 +113,12 @@ private:
   bool sweepOp(GradContext &ctx, const Op &op, const Function &grad);
   bool applyUserRule(GradContext &ctx, const Op &op);
   bool sweepLoop(GradContext &ctx, const Op &op, Function &grad);
+  bool sweepCheckpointedLoop(GradContext &ctx, const Op &op,
+                             const Function &body, const Function &rev);
   const Function *loopVJP(const Op &op, const Function &body);
   const Function *loopTapeBody(const Function &body, unsigned carries);
   const Function *loopReverseBody(const Op &op, const Function &body,
-                                  const Function &vjp);
+                                  const Function &vjp, bool checkpointed);
   bool sweepExternWithoutRule(const Op &op, const Function &grad);
   bool sweepIf(GradContext &ctx, const Op &op, const Function &grad);
   const Function *branchVJP(const Op &op, const Function &branch);
@@ -504,6 +506,16 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
 //   4. The loop's operands receive the reverse loop's results.
 //
 // The three functions are made once per body (role LoopBody) and reused.
+//
+// A loop with `@checkpoint` (attribute `checkpoint`) keeps no tape: the
+// forward loop runs B itself, and the reverse loop runs
+// B.crev(t, dc, acc, c_t, v, dys), which takes c_t itself where B.rev
+// reads the tape. Its operands hold the initial carries c_0 in c_t's place,
+// and its attribute `recompute = B` says that at step t the body receives
+// the carries B had at t, recomputed from c_0 (docs/IR.md): the executor
+// keeps some of them (every k-th step, or Griewank's binomial schedule)
+// and reruns B from the nearest one. The values are those a tape would
+// hold, so the gradient is bitwise the same; only memory and time differ.
 
 /// Whether `v` has a floating-point type (only those take adjoints).
 static bool isFloatValue(const Value *v) { return isFloat(v->getType().dtype); }
@@ -570,8 +582,9 @@ const Function *Differentiator::loopTapeBody(const Function &body,
 
 const Function *Differentiator::loopReverseBody(const Op &op,
                                                 const Function &body,
-                                                const Function &vjp) {
-  std::string name = (body.getName() + ".rev").str();
+                                                const Function &vjp,
+                                                bool checkpointed) {
+  std::string name = (body.getName() + (checkpointed ? ".crev" : ".rev")).str();
   if (const Function *existing = module.lookup(name))
     return existing;
   const AttrList &attrs = op.getAttrs();
@@ -602,8 +615,9 @@ const Function *Differentiator::loopReverseBody(const Op &op,
   }
   for (unsigned i = 0; i < k; ++i) {
     const Value *c = body.getParam(1 + i);
-    tapes.push_back(
-        rev->addParam(stacked(c->getType(), trip), paramName(c, "tape_")));
+    tapes.push_back(checkpointed ? rev->addParam(c->getType(), c->getName())
+                                 : rev->addParam(stacked(c->getType(), trip),
+                                                 paramName(c, "tape_")));
   }
   for (unsigned i = 0; i < numInvariants; ++i) {
     const Value *v = body.getParam(1 + k + i);
@@ -624,7 +638,8 @@ const Function *Differentiator::loopReverseBody(const Op &op,
   axis0.set("axis", int64_t(0));
   llvm::SmallVector<Value *, 8> args{t};
   for (Value *tape : tapes)
-    args.push_back(b.create1(OpKind::Take, {tape, pos}, axis0));
+    args.push_back(checkpointed ? tape
+                                : b.create1(OpKind::Take, {tape, pos}, axis0));
   args.append(invariants.begin(), invariants.end());
   args.append(dcs.begin(), dcs.end());
   for (Value *d : dys)
@@ -663,11 +678,19 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   unsigned k = attrs.getInt("carries");
   unsigned numOutputs = op.getNumResults() - k;
   Dim trip = attrs.getShape("trip").front();
+  if (attrs.has("recompute")) {
+    diags.report(op.getLoc(), diag::err_ad_checkpoint_again) << grad.getName();
+    return false;
+  }
+  bool checkpointed = attrs.has("checkpoint");
   const Function *vjp = loopVJP(op, *body);
   if (!vjp)
     return false;
+  if (checkpointed)
+    return sweepCheckpointedLoop(ctx, op, *body,
+                                 *loopReverseBody(op, *body, *vjp, true));
   const Function *tapeBody = loopTapeBody(*body, k);
-  const Function *rev = loopReverseBody(op, *body, *vjp);
+  const Function *rev = loopReverseBody(op, *body, *vjp, false);
 
   // 2. The forward loop runs the taped body instead.
   llvm::SmallVector<TensorType, 6> types;
@@ -811,6 +834,52 @@ bool Differentiator::sweepIf(GradContext &ctx, const Op &op,
   for (unsigned i = 1; i < op.getNumOperands(); ++i)
     if (isFloatValue(op.getOperand(i)))
       ctx.accumulate(op.getOperand(i), adjoint->getResult(next++));
+  return true;
+}
+
+/// The reverse loop of a loop with `@checkpoint`: the forward loop stays
+/// as it is, and the reverse loop takes the initial carries where the
+/// taped form takes the tape, and recomputes the steps' carries from them.
+bool Differentiator::sweepCheckpointedLoop(GradContext &ctx, const Op &op,
+                                           const Function &body,
+                                           const Function &rev) {
+  const AttrList &attrs = op.getAttrs();
+  unsigned k = attrs.getInt("carries");
+  unsigned numOutputs = op.getNumResults() - k;
+  unsigned numInvariants = op.getNumOperands() - k;
+  ir::Builder &b = ctx.builder();
+  llvm::SmallVector<Value *, 8> operands;
+  for (unsigned i = 0; i < k; ++i)
+    operands.push_back(ctx.adjointOrZeros(op.getResult(i)));
+  for (unsigned i = 0; i < numInvariants; ++i)
+    if (isFloatValue(op.getOperand(k + i)))
+      operands.push_back(b.zerosLike(op.getOperand(k + i)));
+  unsigned carried = operands.size();
+  // The initial carries and the invariants: exactly B's operands.
+  operands.append(op.getOperands().begin(), op.getOperands().end());
+  for (unsigned o = 0; o < numOutputs; ++o)
+    operands.push_back(ctx.adjointOrZeros(op.getResult(k + o)));
+  llvm::SmallVector<TensorType, 6> revTypes;
+  for (unsigned i = 0; i < carried; ++i)
+    revTypes.push_back(operands[i]->getType());
+  AttrList revAttrs = attrs;
+  revAttrs.set("body", rev.getName().str());
+  revAttrs.set("carries", int64_t(carried));
+  revAttrs.set("recompute", body.getName().str());
+  revAttrs.set("recompute_carries", int64_t(k));
+  if (attrs.has("reverse") && attrs.getBool("reverse"))
+    revAttrs.erase("reverse");
+  else
+    revAttrs.set("reverse", true);
+  Op *reverse = b.createWithTypes(OpKind::For, operands, revTypes, revAttrs);
+
+  for (unsigned i = 0; i < k; ++i)
+    if (isFloatValue(op.getOperand(i)))
+      ctx.accumulate(op.getOperand(i), reverse->getResult(i));
+  unsigned next = k;
+  for (unsigned i = 0; i < numInvariants; ++i)
+    if (isFloatValue(op.getOperand(k + i)))
+      ctx.accumulate(op.getOperand(k + i), reverse->getResult(next++));
   return true;
 }
 

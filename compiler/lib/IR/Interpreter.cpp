@@ -199,11 +199,21 @@ public:
                   std::to_string(maxInterpreterCallDepth) + " deep (is '" +
                   fn.getName().str() + "' recursive?)");
     Frame frame(fn);
+    // A callee's arguments are its caller's tensors (generated code passes
+    // pointers), so only the outermost call's count as held.
+    frame.countsParams = depth == 0;
     if (!bindArguments(frame, args))
       return false;
-    for (const auto &op : fn.getOps())
+    const std::vector<std::vector<const Value *>> &dying = lastUses(fn);
+    size_t index = 0;
+    for (const auto &op : fn.getOps()) {
       if (!runOp(frame, *op, depth))
         return false;
+      // Values whose last use this op was are freed (the accounting of
+      // InterpreterStats: what a frame holds is what is still needed).
+      for (const Value *v : dying[index++])
+        release(frame, v);
+    }
     results.clear();
     for (const Value *v : fn.getReturns()) {
       const Tensor *t = frame.lookup(v);
@@ -212,11 +222,53 @@ public:
                     "': a returned value is not defined");
       results.push_back(*t);
     }
+    account(-frame.bytes);
     return true;
   }
 
+  InterpreterStats stats;
+
 private:
   const Module &module;
+  int64_t liveBytes = 0;
+  llvm::DenseMap<const Function *, std::vector<std::vector<const Value *>>>
+      lastUseCache;
+
+  static int64_t bytesOf(const Tensor &t) {
+    return int64_t(t.data.size()) * int64_t(elementByteSize(t.dtype));
+  }
+
+  void account(int64_t bytes) {
+    liveBytes += bytes;
+    stats.peakLiveBytes = std::max(stats.peakLiveBytes, liveBytes);
+  }
+
+  /// For each op of `fn`, the values whose last use it is (returned values
+  /// are used by the return, so never among them).
+  const std::vector<std::vector<const Value *>> &lastUses(const Function &fn) {
+    auto [it, inserted] = lastUseCache.try_emplace(&fn);
+    if (!inserted)
+      return it->second;
+    llvm::DenseMap<const Value *, size_t> last;
+    size_t index = 0;
+    for (const auto &op : fn.getOps()) {
+      for (const Value *v : op->getOperands())
+        last[v] = index;
+      ++index;
+    }
+    for (const Value *v : fn.getReturns())
+      last.erase(v);
+    std::vector<std::vector<const Value *>> dying(fn.getOps().size());
+    index = 0;
+    for (const auto &op : fn.getOps()) {
+      for (const Value *v : op->getOperands())
+        if (last.count(v) && last[v] == index &&
+            !llvm::is_contained(dying[index], v))
+          dying[index].push_back(v);
+      ++index;
+    }
+    return it->second = std::move(dying);
+  }
 
   struct Frame {
     explicit Frame(const Function &fn) : fn(fn), names(fn) {}
@@ -224,6 +276,10 @@ private:
     ValueNamer names;
     llvm::DenseMap<const Value *, Tensor> values;
     std::map<std::string, int64_t> sizes;
+    /// The bytes of `values`, for InterpreterStats.
+    int64_t bytes = 0;
+    /// Whether the parameters' tensors count in `bytes`.
+    bool countsParams = false;
 
     const Tensor *lookup(const Value *v) const {
       auto it = values.find(v);
@@ -234,6 +290,32 @@ private:
   bool fail(std::string text) {
     message = std::move(text);
     return false;
+  }
+
+  /// Stores `t` as the value of `v` in `frame`, counting its bytes.
+  void hold(Frame &frame, const Value *v, Tensor t) {
+    if (v->isParam() && !frame.countsParams) {
+      frame.values[v] = std::move(t);
+      return;
+    }
+    int64_t bytes = bytesOf(t);
+    Tensor &slot = frame.values[v];
+    int64_t before = bytesOf(slot);
+    slot = std::move(t);
+    frame.bytes += bytes - before;
+    account(bytes - before);
+  }
+
+  /// Frees the value of `v` in `frame` after its last use.
+  void release(Frame &frame, const Value *v) {
+    auto it = frame.values.find(v);
+    if (it == frame.values.end())
+      return;
+    int64_t bytes =
+        v->isParam() && !frame.countsParams ? 0 : bytesOf(it->second);
+    frame.values.erase(it);
+    frame.bytes -= bytes;
+    account(-bytes);
   }
 
   //===--------------------------------------------------------------------===//
@@ -297,7 +379,7 @@ private:
       Tensor t = arg;
       for (double &v : t.data)
         v = roundToDType(t.dtype, v);
-      frame.values[param] = std::move(t);
+      hold(frame, param, std::move(t));
     }
     return true;
   }
@@ -393,7 +475,7 @@ private:
     for (size_t i = 0; i < results.size(); ++i) {
       if (!checkResult(c, i, results[i]))
         return false;
-      frame.values[op.getResult(i)] = std::move(results[i]);
+      hold(frame, op.getResult(i), std::move(results[i]));
     }
     return true;
   }
@@ -1135,6 +1217,8 @@ private:
   // position t - start.
   bool evalFor(OpContext &c, std::vector<Tensor> &out, unsigned depth) {
     const AttrList &attrs = c.op.getAttrs();
+    if (attrs.has("recompute"))
+      return evalCheckpointedFor(c, out, depth);
     const Function *body = module.lookup(attrs.getString("body"));
     if (!body)
       return opFail(c, "runs unknown body function '" +
@@ -1154,6 +1238,8 @@ private:
     for (size_t i = 0; i < k; ++i)
       out[i] = args[i + 1];
     std::vector<Tensor> step;
+    // The stacked results being built count until runOp holds them.
+    int64_t stackedBytes = 0;
     for (int64_t i = 0; i < trip; ++i) {
       int64_t pos = reverse ? trip - 1 - i : i;
       args[0].data[0] = double(start + pos);
@@ -1169,6 +1255,8 @@ private:
           shape.insert(shape.begin(), trip);
           if (!make(c, y.dtype, shape, stacked))
             return false;
+          stackedBytes += bytesOf(stacked);
+          account(bytesOf(stacked));
         }
         std::copy(y.data.begin(), y.data.end(),
                   stacked.data.begin() + pos * y.numElements());
@@ -1176,6 +1264,7 @@ private:
     }
     for (size_t j = 0; j < k; ++j)
       out[j] = std::move(args[j + 1]);
+    account(-stackedBytes);
     // A loop that never runs stacks nothing: the outputs' declared types
     // give their shapes.
     for (size_t o = 0; o < numOutputs && trip == 0; ++o) {
@@ -1207,6 +1296,211 @@ private:
     for (size_t i = 1; i < c.operands.size(); ++i)
       args.push_back(*c.operands[i]);
     return callFunction(*branch, args, out, depth + 1);
+  }
+
+  /// The state of one checkpointed reverse loop (evalCheckpointedFor).
+  struct Checkpointed {
+    const Function *forward = nullptr, *reverse = nullptr;
+    int64_t start = 0, trip = 0;
+    /// Whether the loop differentiated ran its indices downwards.
+    bool forwardDown = false;
+    size_t carried = 0, k = 0;
+    /// (t, carries, invariants) for the forward body; (t, adjoints, the
+    /// step's carries, invariants, cotangents) for the reverse body.
+    std::vector<Tensor> fwdArgs, revArgs;
+    unsigned depth = 0;
+    int64_t held = 0;
+  };
+  using Carries = std::vector<Tensor>;
+
+  /// The index at which the differentiated loop ran its step `i`.
+  static double stepIndex(const Checkpointed &x, int64_t i) {
+    return double(x.start + (x.forwardDown ? x.trip - 1 - i : i));
+  }
+
+  /// Counts a set of carries kept (`sign` 1) or dropped (-1).
+  void keep(Checkpointed &x, const Carries &carries, int sign) {
+    x.held += sign;
+    stats.peakCheckpointCarries = std::max(stats.peakCheckpointCarries, x.held);
+    int64_t bytes = 0;
+    for (const Tensor &t : carries)
+      bytes += bytesOf(t);
+    account(sign * bytes);
+  }
+
+  /// Runs forward step `i` on `carries`, replacing them by the next ones.
+  bool advance(Checkpointed &x, Carries &carries, int64_t i) {
+    x.fwdArgs[0].data[0] = stepIndex(x, i);
+    for (size_t j = 0; j < x.k; ++j)
+      x.fwdArgs[1 + j] = std::move(carries[j]);
+    std::vector<Tensor> step;
+    if (!callFunction(*x.forward, x.fwdArgs, step, x.depth))
+      return false;
+    for (size_t j = 0; j < x.k; ++j)
+      carries[j] = std::move(step[j]);
+    ++stats.recomputedSteps;
+    return true;
+  }
+
+  /// Runs the reverse body for step `i`, whose carries are `carries`.
+  bool adjoint(Checkpointed &x, const Carries &carries, int64_t i) {
+    x.revArgs[0].data[0] = stepIndex(x, i);
+    for (size_t j = 0; j < x.k; ++j)
+      x.revArgs[1 + x.carried + j] = carries[j];
+    std::vector<Tensor> step;
+    if (!callFunction(*x.reverse, x.revArgs, step, x.depth))
+      return false;
+    for (size_t j = 0; j < x.carried; ++j)
+      x.revArgs[1 + j] = std::move(step[j]);
+    return true;
+  }
+
+  /// Every K-th step: the forward sweep keeps the carries at steps 0, K,
+  /// 2K, ...; the reverse sweep reruns each segment from its snapshot,
+  /// keeping its (at most K) carries, and reverses it. Peak: ceil(T/K) + K
+  /// sets of carries; 2·sqrt(T) for K = ceil(sqrt(T)).
+  bool reverseEvery(Checkpointed &x, const Carries &initial, int64_t every) {
+    int64_t segments = (x.trip + every - 1) / every;
+    std::vector<Carries> snapshots;
+    Carries carries = initial;
+    for (int64_t s = 0; s < segments; ++s) {
+      snapshots.push_back(carries);
+      keep(x, carries, 1);
+      for (int64_t i = s * every; s + 1 < segments && i < (s + 1) * every; ++i)
+        if (!advance(x, carries, i))
+          return false;
+    }
+    for (int64_t s = segments - 1; s >= 0; --s) {
+      int64_t first = s * every, end = std::min(x.trip, first + every);
+      std::vector<Carries> segment;
+      segment.push_back(std::move(snapshots.back()));
+      snapshots.pop_back();
+      for (int64_t i = first; i + 1 < end; ++i) {
+        Carries next = segment.back();
+        if (!advance(x, next, i))
+          return false;
+        keep(x, next, 1);
+        segment.push_back(std::move(next));
+      }
+      for (int64_t i = end - 1; i >= first; --i) {
+        if (!adjoint(x, segment.back(), i))
+          return false;
+        keep(x, segment.back(), -1);
+        segment.pop_back();
+      }
+    }
+    return true;
+  }
+
+  /// C(s + r, s), the most steps that s snapshots reverse when each step
+  /// runs forward at most r + 1 times (Griewank's beta), saturated.
+  static int64_t binomialSteps(int64_t s, int64_t r) {
+    const int64_t cap = int64_t(1) << 40;
+    int64_t c = 1;
+    for (int64_t i = 1; i <= s; ++i) {
+      c = c * (r + i) / i; // C(r + i, i), exact at each step
+      if (c >= cap)
+        return cap;
+    }
+    return c;
+  }
+
+  /// Binomial checkpointing (Griewank and Walther's revolve, written as a
+  /// recursion): reverses steps [i, i + n) from `carries`, the carries at
+  /// step i, with `free` more snapshots. With r the fewest repetitions for
+  /// which C(free + r, free) >= n, it advances to step i + m, where
+  /// m = n - C(free - 1 + r, free - 1) (at least 1), keeps that snapshot,
+  /// reverses the right part with one snapshot fewer, drops it, and then
+  /// reverses the left part [i, i + m) the same way. Without snapshots it
+  /// reruns each step from step i. Peak: free + 2 sets of carries.
+  bool reverseBinomial(Checkpointed &x, const Carries &carries, int64_t i,
+                       int64_t n, int64_t free) {
+    while (n > 0) {
+      if (n == 1)
+        return adjoint(x, carries, i);
+      if (free == 0) {
+        for (int64_t j = n - 1; j >= 0; --j) {
+          Carries now = carries;
+          keep(x, now, 1);
+          for (int64_t q = 0; q < j; ++q)
+            if (!advance(x, now, i + q))
+              return false;
+          if (!adjoint(x, now, i + j))
+            return false;
+          keep(x, now, -1);
+        }
+        return true;
+      }
+      int64_t r = 1;
+      while (binomialSteps(free, r) < n)
+        ++r;
+      int64_t m = std::max<int64_t>(1, n - binomialSteps(free - 1, r));
+      Carries middle = carries;
+      keep(x, middle, 1);
+      for (int64_t q = 0; q < m; ++q)
+        if (!advance(x, middle, i + q))
+          return false;
+      if (!reverseBinomial(x, middle, i + m, n - m, free - 1))
+        return false;
+      keep(x, middle, -1);
+      n = m;
+    }
+    return true;
+  }
+
+  // A checkpointed reverse loop (docs/IR.md): like any `for`, but the
+  // operands after the carried ones start with the initial carries of the
+  // differentiated loop, whose body `recompute` names, and at each step the
+  // body receives in their place the carries that loop had at that step.
+  // They are recomputed from snapshots: every K-th step (`checkpoint =
+  // "every"`) or Griewank's binomial schedule (`"binomial"`, `snapshots`).
+  bool evalCheckpointedFor(OpContext &c, std::vector<Tensor> &out,
+                           unsigned depth) {
+    const AttrList &attrs = c.op.getAttrs();
+    Checkpointed x;
+    x.forward = module.lookup(attrs.getString("recompute"));
+    x.reverse = module.lookup(attrs.getString("body"));
+    if (!x.forward || !x.reverse)
+      return opFail(c, "runs unknown body function '" +
+                           attrs.getString(x.forward ? "body" : "recompute") +
+                           "'");
+    x.start = attrs.getInt("start");
+    if (!resolveDim(c, attrs.getShape("trip").front(), x.trip))
+      return false;
+    x.forwardDown = !(attrs.has("reverse") && attrs.getBool("reverse"));
+    x.carried = attrs.getInt("carries");
+    x.k = attrs.getInt("recompute_carries");
+    x.depth = depth + 1;
+    size_t numFwd = x.forward->getParams().size() - 1; // carries, invariants
+    x.revArgs.resize(1 + c.operands.size());
+    x.revArgs[0].dtype = DType::I32;
+    x.revArgs[0].data = {0};
+    for (size_t i = 0; i < c.operands.size(); ++i)
+      x.revArgs[i + 1] = *c.operands[i];
+    x.fwdArgs.assign(x.revArgs.begin(), x.revArgs.begin() + 1);
+    for (size_t i = 0; i < numFwd; ++i)
+      x.fwdArgs.push_back(*c.operands[x.carried + i]);
+    Carries initial(x.fwdArgs.begin() + 1, x.fwdArgs.begin() + 1 + x.k);
+
+    // The default size: ceil(sqrt(trip)).
+    int64_t root = int64_t(std::ceil(std::sqrt(double(x.trip))));
+    bool ok = true;
+    if (x.trip > 0 && attrs.getString("checkpoint") == "binomial") {
+      int64_t snapshots =
+          attrs.has("snapshots") ? attrs.getInt("snapshots") : root;
+      keep(x, initial, 1);
+      // Each snapshot is one level of recursion: at most 10000.
+      ok = reverseBinomial(x, initial, 0, x.trip,
+                           std::min<int64_t>({snapshots, x.trip, 10000}));
+      keep(x, initial, -1);
+    } else if (x.trip > 0) {
+      int64_t every = attrs.has("every") ? attrs.getInt("every") : root;
+      ok = reverseEvery(x, initial, std::max<int64_t>(every, 1));
+    }
+    if (!ok)
+      return false;
+    out.assign(x.revArgs.begin() + 1, x.revArgs.begin() + 1 + x.carried);
+    return true;
   }
 
   bool evalOneHot(OpContext &c, std::vector<Tensor> &out) {
@@ -1425,6 +1719,11 @@ private:
 } // namespace
 
 namespace {
+InterpreterStats &lastStats() {
+  static InterpreterStats stats;
+  return stats;
+}
+
 std::vector<std::pair<std::string, LoadedExtern>> &loadedExterns() {
   static std::vector<std::pair<std::string, LoadedExtern>> table;
   return table;
@@ -1460,8 +1759,12 @@ bool ir::interpret(const Module &module, llvm::StringRef fnName,
     return false;
   }
   Interpreter interpreter(module);
-  if (interpreter.callFunction(*fn, args, results, 0))
+  bool ok = interpreter.callFunction(*fn, args, results, 0);
+  lastStats() = interpreter.stats;
+  if (ok)
     return true;
   error = interpreter.message;
   return false;
 }
+
+const InterpreterStats &ir::lastInterpreterStats() { return lastStats(); }

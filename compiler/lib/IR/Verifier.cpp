@@ -585,6 +585,40 @@ private:
                     op.getResult(i)->getType().str() + ", but '" + bodyName +
                     "' gives " + expected.str());
     }
+    if (attrs.has("recompute"))
+      verifyRecompute(op, fail);
+  }
+
+  // A checkpointed reverse loop: `recompute` names a body taking (i32,
+  // recompute_carries carries, invariants) whose operands follow the
+  // carried ones, and that returns those carries first, with their types.
+  template <typename Fail> void verifyRecompute(const Op &op, Fail fail) {
+    const AttrList &attrs = op.getAttrs();
+    const std::string &name = attrs.getString("recompute");
+    const Function *fwd = module.lookup(name);
+    if (!fwd)
+      return fail("recomputes with unknown body function '" + name + "'");
+    int64_t carried = attrs.getInt("carries");
+    int64_t k =
+        attrs.has("recompute_carries") ? attrs.getInt("recompute_carries") : -1;
+    size_t numFwd = fwd->getParams().size();
+    if (k < 0 || numFwd == 0 || size_t(k) + 1 > numFwd ||
+        size_t(carried) + numFwd - 1 > op.getNumOperands() ||
+        fwd->getReturns().size() < size_t(k))
+      return fail("recomputes with '" + name +
+                  "', which does not take or return its operands' carries");
+    SizeBindings bindings;
+    for (size_t i = 0; i < numFwd - 1; ++i) {
+      const TensorType &type = op.getOperand(carried + i)->getType();
+      const TensorType &param = fwd->getParam(i + 1)->getType();
+      std::string conflict;
+      if (!unifyParamType(param, type, bindings, conflict) ||
+          (i < size_t(k) && fwd->getReturns()[i] &&
+           fwd->getReturns()[i]->getType() != param))
+        return fail("recomputes with '" + name + "', whose parameter " +
+                    std::to_string(i + 1) + " does not have type " +
+                    type.str());
+    }
   }
 
   /// `if %c, args... {then = @a, else = @b}`: %c is a bool scalar; both

@@ -477,6 +477,13 @@ Values BodyLowering::lowerFor(const ForExpr &e) {
   attrs.set("start", e.start);
   attrs.set("trip", Shape{e.trip});
   attrs.set("carries", int64_t(e.carries.size()));
+  // @checkpoint: the schedule reverse mode gives the loop's adjoint.
+  if (e.checkpoint != ForExpr::Checkpoint::None) {
+    bool every = e.checkpoint == ForExpr::Checkpoint::Every;
+    attrs.set("checkpoint", std::string(every ? "every" : "binomial"));
+    if (e.checkpointSize)
+      attrs.set(every ? "every" : "snapshots", e.checkpointSize);
+  }
   builder.setLoc(e.getLoc());
   ir::Op *op = builder.createWithTypes(OpKind::For, operands, types, attrs);
   Values results(op->getResults().begin(), op->getResults().end());

@@ -96,6 +96,14 @@ bool lowerFor(Lowering &l, const ir::Op &op) {
   const ir::Function *body = l.module.lookup(bodyName);
   if (!body)
     return l.fail("'for' runs unknown body function '" + bodyName + "'");
+  // A checkpointed reverse loop (docs/Gradients.md, "Checkpointing") gets
+  // the initial carries where the taped form gets the tape, and its body
+  // expects the carries of each step, which only the interpreter
+  // recomputes today; lowering it as a plain loop would hand the body the
+  // initial carries at every step.
+  if (attrs.has("recompute"))
+    return l.fail("the reverse loop of a loop with @checkpoint is not "
+                  "lowered to loops yet; run it with --backend=interp");
   const Shape &tripShape = attrs.getShape("trip");
   if (tripShape.size() != 1)
     return l.fail("'for' needs one 'trip'");

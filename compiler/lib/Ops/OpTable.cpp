@@ -767,7 +767,12 @@ const AttrInfo forAttrs[] = {{"body", AttrKind::Symbol, true},
                              {"start", AttrKind::Int, true},
                              {"trip", AttrKind::Dim, true},
                              {"carries", AttrKind::Int, true},
-                             {"reverse", AttrKind::Bool, false}};
+                             {"reverse", AttrKind::Bool, false},
+                             {"checkpoint", AttrKind::Symbol, false},
+                             {"every", AttrKind::Int, false},
+                             {"snapshots", AttrKind::Int, false},
+                             {"recompute", AttrKind::Symbol, false},
+                             {"recompute_carries", AttrKind::Int, false}};
 const AttrInfo ifAttrs[] = {{"then", AttrKind::Symbol, true},
                             {"else", AttrKind::Symbol, true}};
 

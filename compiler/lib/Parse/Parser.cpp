@@ -415,7 +415,7 @@ bool Parser::parseAnnotations(std::vector<Annotation> &out) {
 
 // annotation    ::= '@' annotationName [ '(' [ annotationArg
 //                   { ',' annotationArg } ] ')' ]
-// annotationArg ::= name [ '=' name ]
+// annotationArg ::= name [ '=' ( name | integer ) ]
 //
 // The name may be a keyword (`@grad`); Sema judges which names exist.
 bool Parser::parseAnnotation(Annotation &out) {
@@ -439,8 +439,15 @@ bool Parser::parseAnnotation(Annotation &out) {
       arg.range = first.range;
       if (consumeIf(TokenKind::Equal)) {
         arg.key = std::move(first);
-        if (!parseIdent(arg.value, "annotation argument"))
+        // `every = 100` in @checkpoint: the value keeps its spelling, and
+        // Sema reads the number from it.
+        if (is(TokenKind::Integer)) {
+          arg.value.name = tok().text.str();
+          arg.value.range = tok().getRange();
+          consume();
+        } else if (!parseIdent(arg.value, "annotation argument")) {
           return false;
+        }
         arg.range.end = arg.value.range.end;
       } else {
         arg.value = std::move(first);

@@ -98,6 +98,8 @@ ExprPtr cloneNode(const Expr &e) {
     copy->trip = f.trip;
     copy->carryTypes = f.carryTypes;
     copy->outputTypes = f.outputTypes;
+    copy->checkpoint = f.checkpoint;
+    copy->checkpointSize = f.checkpointSize;
     return copy;
   }
   case Expr::Kind::If: {

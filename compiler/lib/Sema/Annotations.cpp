@@ -42,8 +42,8 @@ static std::string spelling(llvm::StringRef name) {
 
 /// The annotations gradc knows, as written.
 static const std::vector<std::string> &knownAnnotations() {
-  static const std::vector<std::string> names = {"@grad", "@override",
-                                                 "@custom_grad", "@surrogate"};
+  static const std::vector<std::string> names = {
+      "@grad", "@override", "@custom_grad", "@surrogate", "@checkpoint"};
   return names;
 }
 
@@ -305,6 +305,10 @@ void Sema::parseOverride(const Annotation &a, OverrideScope &scope) {
 void Sema::checkLetAnnotations(const LetStmt &let, OverrideScope &scope,
                                const BodyScope &body) {
   for (const Annotation &a : let.annotations) {
+    if (a.name.name == "checkpoint") {
+      checkCheckpointAnnotation(a, let);
+      continue;
+    }
     if (a.name.name != "override") {
       rejectAnnotation(a, "a 'let' statement");
       continue;
@@ -321,6 +325,58 @@ void Sema::checkLetAnnotations(const LetStmt &let, OverrideScope &scope,
       break;
     }
   }
+}
+
+// checkpoint ::= '@checkpoint' [ '(' ( 'every' '=' integer
+//                 | 'binomial' [ ',' 'snapshots' '=' integer ] ) ')' ]
+//
+// Only a `let` whose value is a `for` loop takes it; Sema records the
+// schedule on the loop, and IRGen puts it on the `for` op, where reverse
+// mode reads it (docs/Gradients.md, "Checkpointing").
+void Sema::checkCheckpointAnnotation(const Annotation &a, const LetStmt &let) {
+  auto *loop = llvm::dyn_cast_or_null<ForExpr>(let.value.get());
+  if (!loop) {
+    report(a.name.range.begin, diag::err_checkpoint_not_loop) << a.range;
+    return;
+  }
+  if (loop->checkpoint != ForExpr::Checkpoint::None) {
+    report(a.name.range.begin, diag::err_annotation_twice) << a.name.name;
+    return;
+  }
+  auto size = [&](const AnnotationArg &arg) -> int64_t {
+    int64_t n = 0;
+    if (llvm::StringRef(arg.value.name).getAsInteger(10, n) || n < 1 ||
+        n > 1000000000) {
+      report(arg.value.range.begin, diag::err_checkpoint_size)
+          << arg.key->name << arg.value.name << arg.range;
+      return 0;
+    }
+    return n;
+  };
+  auto badArg = [&](const AnnotationArg &arg) {
+    std::string text = arg.key ? arg.key->name + " = " : "";
+    report(arg.range.begin, diag::err_checkpoint_arg)
+        << text + arg.value.name << arg.range;
+  };
+  ForExpr::Checkpoint kind = ForExpr::Checkpoint::Every;
+  int64_t n = 0;
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    const AnnotationArg &arg = a.args[i];
+    if (i == 0 && !arg.key && arg.value.name == "binomial") {
+      kind = ForExpr::Checkpoint::Binomial;
+      continue;
+    }
+    bool fits =
+        arg.key && i == (kind == ForExpr::Checkpoint::Binomial) &&
+        arg.key->name ==
+            (kind == ForExpr::Checkpoint::Binomial ? "snapshots" : "every");
+    if (!fits)
+      return badArg(arg);
+    if (!(n = size(arg)))
+      return;
+  }
+  loop->checkpoint = kind;
+  loop->checkpointSize = n;
 }
 
 void Sema::warnUnusedOverrides(const OverrideScope &scope) {

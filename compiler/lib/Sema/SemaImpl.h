@@ -199,6 +199,8 @@ public:
   void parseOverride(const ast::Annotation &a, OverrideScope &scope);
   /// Rejects the annotations of a `let` that cannot carry them, and parses
   /// its @override into `scope` when `allowOverride`.
+  void checkCheckpointAnnotation(const ast::Annotation &a,
+                                 const ast::LetStmt &let);
   void checkLetAnnotations(const ast::LetStmt &let, OverrideScope &scope,
                            const BodyScope &body);
   void rejectAnnotation(const ast::Annotation &a, llvm::StringRef place);

@@ -52,6 +52,9 @@ llvm::StringSet<> namedFunctions(const Module &module) {
     for (const auto &op : fn->getOps()) {
       for (llvm::StringRef f : op->getCalledFunctions())
         names.insert(f);
+      // A checkpointed reverse loop reruns the forward body it names.
+      if (op->getKind() == OpKind::For && op->getAttrs().has("recompute"))
+        names.insert(op->getAttrs().getString("recompute"));
       if (op->getGradRule().isSet())
         names.insert(op->getGradRule().function);
     }

@@ -61,6 +61,14 @@ llvm::cl::opt<std::string> injectedSource(
     llvm::cl::value_desc("TEXT"), llvm::cl::init(""),
     llvm::cl::sub(llvm::cl::SubCommand::getAll()));
 
+/// `gradc run --memory-stats`: what the interpreter held (InterpreterStats).
+llvm::cl::opt<bool> memoryStats(
+    "memory-stats",
+    llvm::cl::desc("With --backend=interp: print the peak tensor bytes, the "
+                   "peak checkpointed loop carries and the recomputed loop "
+                   "steps of each call on standard error"),
+    llvm::cl::sub(llvm::cl::SubCommand::getAll()));
+
 bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
                      llvm::ArrayRef<ir::Tensor> args,
                      std::vector<ir::Tensor> &results, std::string &error) {
@@ -413,6 +421,13 @@ bool CallRunner::run(llvm::StringRef callText) {
     llvm::outs() << "\n";
   }
   llvm::outs().flush();
+  if (memoryStats && llvm::StringRef(backend.name) == "interp") {
+    const ir::InterpreterStats &stats = ir::lastInterpreterStats();
+    llvm::errs() << "memory: peak " << stats.peakLiveBytes
+                 << " bytes, checkpointed carries "
+                 << stats.peakCheckpointCarries << ", recomputed steps "
+                 << stats.recomputedSteps << "\n";
+  }
   return true;
 }
 

@@ -278,6 +278,13 @@ public:
   /// and of one step's outputs.
   Dim trip;
   std::vector<TensorType> carryTypes, outputTypes;
+  /// Set by Sema from a `@checkpoint` on the `let` whose value is the
+  /// loop: how its reverse pass keeps the carries (docs/Gradients.md).
+  enum class Checkpoint { None, Every, Binomial };
+  Checkpoint checkpoint = Checkpoint::None;
+  /// `every = K` or `snapshots = S`; 0 when not given (then the size is
+  /// ceil(sqrt(trip)) when the loop runs).
+  int64_t checkpointSize = 0;
   static bool classof(const Expr *e) { return e->getKind() == Kind::For; }
 };
 

@@ -61,6 +61,26 @@ bool interpret(const Module &module, llvm::StringRef fnName,
                llvm::ArrayRef<Tensor> args, std::vector<Tensor> &results,
                std::string &error);
 
+/// What the last call of interpret() held in memory (`gradc run --stats`,
+/// docs/Gradients.md, "Checkpointing"). Bytes count each tensor at its C
+/// ABI size (elementByteSize) while a frame holds it: from the op that
+/// makes it (or the call that binds it) to its last use, plus the stacked
+/// results a `for` is building and the carries a checkpointed reverse loop
+/// keeps.
+struct InterpreterStats {
+  /// The most tensor bytes held at once.
+  int64_t peakLiveBytes = 0;
+  /// The most sets of loop carries that checkpointed reverse loops kept
+  /// at once (their snapshots and the segment they are reversing).
+  int64_t peakCheckpointCarries = 0;
+  /// The body steps that checkpointed reverse loops ran again.
+  int64_t recomputedSteps = 0;
+};
+
+/// The statistics of the last call of interpret() in this process (reset
+/// by each call; not thread-safe, like registerLoadedExtern).
+const InterpreterStats &lastInterpreterStats();
+
 /// How the interpreter and the JIT backends reach an extern function once
 /// the user's code is loaded (lib/ClangJIT, docs/Extern.md): `address` is
 /// the C function itself, and `trampoline` a function compiled beside it

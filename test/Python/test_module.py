@@ -141,7 +141,7 @@ def test_bad_calls(calls, call, error, message):
 
 
 def test_gil_released_during_call(calls):
-    a = (np.random.default_rng(3).standard_normal((300, 300)) / 20).astype(
+    a = (np.random.default_rng(3).standard_normal((600, 600)) / 40).astype(
         np.float32)
     start = time.perf_counter()
     calls.slow(a)

@@ -60,6 +60,7 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/thread.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
@@ -2446,6 +2447,18 @@ private:
   llvm::cl::Option *option = nullptr;
 };
 
+// LLVM's passes recurse along use-def chains (JumpThreading's
+// computeValueKnownInPredecessors, for one, and code generation's too), as
+// deep as the chain of values in a function: the gradient of a 100,000-op
+// chain overflowed the main thread's 8 MB stack (utils/scaling.sh;
+// test/Emit/llvm-deep-chain-stack.test). 512 MB is address space, of which
+// only what the recursion touches is ever mapped.
+void emit::runWithLargeStack(llvm::function_ref<void()> work) {
+  constexpr unsigned stackBytes = 512u << 20;
+  llvm::thread worker(std::optional<unsigned>(stackBytes), [&] { work(); });
+  worker.join();
+}
+
 void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
                           unsigned optLevel, bool orderedReductions) {
   if (optLevel == 0)
@@ -2488,7 +2501,7 @@ void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
                                   : optLevel == 2 ? llvm::OptimizationLevel::O2
                                                   : llvm::OptimizationLevel::O3;
   llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
-  mpm.run(module, mam);
+  runWithLargeStack([&] { mpm.run(module, mam); });
 }
 
 std::unique_ptr<llvm::Module> emit::buildLLVMModule(const ir::Module &module,
@@ -2519,6 +2532,6 @@ bool emit::writeObjectFile(llvm::Module &module, llvm::TargetMachine &tm,
         "target '" + tm.getTargetTriple().str() + "' cannot emit object files";
     return false;
   }
-  pm.run(module);
+  runWithLargeStack([&] { pm.run(module); });
   return true;
 }

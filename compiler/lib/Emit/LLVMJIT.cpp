@@ -306,7 +306,11 @@ bool JITModule::call(llvm::StringRef fnName, llvm::ArrayRef<ir::Tensor> args,
     outPtrs.push_back(buffer.data());
 
   std::string symbol = jitWrapperName(cSymbolName(jitModuleName, fnName));
-  llvm::Expected<llvm::orc::ExecutorAddr> addr = impl->jit->lookup(symbol);
+  // The first lookup compiles the module: on a large stack, as
+  // writeObjectFile does.
+  std::optional<llvm::Expected<llvm::orc::ExecutorAddr>> found;
+  runWithLargeStack([&] { found.emplace(impl->jit->lookup(symbol)); });
+  llvm::Expected<llvm::orc::ExecutorAddr> &addr = *found;
   if (!addr) {
     error = llvm::toString(addr.takeError());
     return false;

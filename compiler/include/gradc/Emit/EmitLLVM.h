@@ -14,6 +14,7 @@
 #define GRADC_EMIT_EMITLLVM_H
 
 #include "gradc/IR/IR.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -72,6 +73,11 @@ std::unique_ptr<llvm::Module> lowerToLLVM(const ir::Module &module,
                                           llvm::TargetMachine &tm,
                                           const LLVMOptions &options,
                                           std::string &error);
+
+/// Runs `work` (LLVM's pipeline, code generation, a JIT lookup that
+/// compiles) on a thread with a 512 MB stack, since LLVM's passes recurse
+/// as deep as the longest chain of values in a function.
+void runWithLargeStack(llvm::function_ref<void()> work);
 
 /// Runs LLVM's default per-module pipeline at `optLevel` (1 to 3; 0 does
 /// nothing) with loop vectorisation (not SLP), tuned for `tm`. With

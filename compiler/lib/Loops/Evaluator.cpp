@@ -40,19 +40,6 @@ uint64_t asU64(double v) { return uint64_t(int64_t(v)); }
 
 double roundTo(ScalarType t, double v) { return roundToScalar(t, v); }
 
-/// The NaN policy of docs/IR.md: NaN if either is NaN, else the larger
-/// (of -0 and +0, the first).
-double maxOf(double a, double b) {
-  if (std::isnan(a) || std::isnan(b))
-    return NAN;
-  return a < b ? b : a;
-}
-double minOf(double a, double b) {
-  if (std::isnan(a) || std::isnan(b))
-    return NAN;
-  return b < a ? b : a;
-}
-
 constexpr unsigned maxDepth = ir::maxInterpreterCallDepth;
 
 class Evaluator {
@@ -234,12 +221,15 @@ bool Evaluator::exec(const Stmt &s) {
       case Combiner::Add:
         v = t == ScalarType::I32 ? wrap32(asU64(*p) + asU64(v)) : *p + v;
         break;
+      // max= and min= are the primitives, with docs/IR.md's NaN policy
+      // defined once (gradc/Ops/Scalar.h).
       case Combiner::Max:
-        v = maxOf(*p, v);
+      case Combiner::Min: {
+        bool unused = false;
+        PrimOp op = s.combiner == Combiner::Max ? PrimOp::Max : PrimOp::Min;
+        v = gradc::evalPrim(op, t, *p, v, unused);
         break;
-      case Combiner::Min:
-        v = minOf(*p, v);
-        break;
+      }
       }
     }
     *p = roundTo(t, v);

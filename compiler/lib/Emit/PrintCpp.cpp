@@ -650,11 +650,19 @@ void FunctionPrinter::forLoop(const Stmt &s) {
 /// loops::parallelMinWork (Kernels.h's GRADC_PARALLEL_FOR; docs/ABI.md,
 /// "Threads").
 void FunctionPrinter::parallelHead(const Stmt &s) {
-  std::string cond = "gradc::numThreads() > 1";
-  if (s.work->kind != Expr::Kind::Const)
-    cond += " && " + paren(expr(*s.work), Relational + 1) +
-            " >= " + std::to_string(parallelMinWork);
-  line("GRADC_PARALLEL_FOR(" + cond + ")");
+  std::string head = "GRADC_PARALLEL_FOR(gradc::numThreads() > 1";
+  if (s.work->kind == Expr::Kind::Const) {
+    line(head + ")");
+    return;
+  }
+  std::string work = paren(expr(*s.work), Relational + 1) +
+                     " >= " + std::to_string(parallelMinWork) + ")";
+  if (indent + head.size() + 4 + work.size() <= lineLimit) {
+    line(head + " && " + work);
+    return;
+  }
+  line(head + " &&");
+  line(std::string(19, ' ') + work);
 }
 
 /// Each iteration's own locals and stack arrays, at the top of the body

@@ -1009,13 +1009,16 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   for (llvm::Value *v : captured)
     types.push_back(v->getType());
   llvm::StructType *contextType = llvm::StructType::get(ctx, types);
-  llvm::AllocaInst *context;
-  {
+  // One context for the team and one for the serial call, which does not
+  // escape: once the call is inlined, SROA turns it back into the values
+  // themselves (the noalias arguments among them).
+  auto makeContext = [&](const char *name) {
     llvm::IRBuilder<> ab(entry, entry->begin());
-    context = ab.CreateAlloca(contextType, nullptr, "par.ctx");
-  }
-  for (auto [i, v] : llvm::enumerate(captured))
-    b.CreateStore(v, b.CreateStructGEP(contextType, context, i));
+    llvm::AllocaInst *context = ab.CreateAlloca(contextType, nullptr, name);
+    for (auto [i, v] : llvm::enumerate(captured))
+      b.CreateStore(v, b.CreateStructGEP(contextType, context, i));
+    return context;
+  };
 
   // F.parN(ctx, lo, hi).
   llvm::Type *ptr = b.getPtrTy();
@@ -1132,10 +1135,10 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   auto *after = llvm::BasicBlock::Create(ctx, "par.done", llfn);
   b.CreateCondBr(useTeam, onTeam, here);
   b.SetInsertPoint(onTeam);
-  b.CreateCall(gomp, {team, context, threads, b.getInt32(0)});
+  b.CreateCall(gomp, {team, makeContext("par.ctx"), threads, b.getInt32(0)});
   b.CreateBr(after);
   b.SetInsertPoint(here);
-  b.CreateCall(range, {context, i64(0), extent});
+  b.CreateCall(range, {makeContext("par.serial.ctx"), i64(0), extent});
   b.CreateBr(after);
   b.SetInsertPoint(after);
 }

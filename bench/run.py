@@ -412,8 +412,14 @@ def main():
         if args.threads > 1:
             # gradc's runtime sets OpenBLAS's threads from
             # GRADC_NUM_THREADS; only gradc's rows of this run are shown.
-            runs.append(("_thr", dict(env, GRADC_NUM_THREADS=str(
-                args.threads))))
+            # libgomp's threads wait actively (spin) between teams by
+            # default; on a shared machine a spinning thread holds the
+            # core that OpenBLAS's or another process's thread needs, and
+            # calls take milliseconds (docs/Performance.md, "Threads").
+            runs.append(("_thr", dict(
+                env, GRADC_NUM_THREADS=str(args.threads),
+                OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY",
+                                               "passive"))))
         times, files = {}, {}
         for suffix, run_env in runs:
             _, out = run(cmd, env=run_env)

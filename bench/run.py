@@ -10,14 +10,18 @@ that holds the hand-written reference):
    the LLVM backend (--emit=obj --blas
    --module-name=NAME_llvm; --llvm-lower=loops: the loop IR's LLVM
    printer instead), both with --value-and-grad (--no-blas: without
-   BLAS), and links them with the harness into one program;
+   BLAS), and links them with the harness into one program (--threads=N:
+   the C++ compiled and everything linked with -fopenmp);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
    with 1 (in this process: PyTorch is a separate process from the C++
    harness);
 4. runs the harness, which times hand C++, gradc C++ and gradc LLVM
-   interleaved in one process and writes every result;
+   interleaved in one process and writes every result; with --threads=N
+   runs it again with GRADC_NUM_THREADS=N for two more rows, gradc's code
+   on N threads (its parallel loops, and OpenBLAS on N threads), against
+   the single-threaded hand-written value+grad of the first run;
 5. checks every result against the f64 reference: the largest absolute
    error of each array over its largest absolute reference value must be
    at most 1e-4 (the value, and each gradient);
@@ -193,6 +197,10 @@ def build(name, args, work):
     cxx = [args.cxx, "-std=c++17", "-O3", "-march=native",
            "-I", os.path.join(ROOT, "runtime", "include"), "-I", work]
     cxx += args.cxxflags.split()
+    if args.threads > 1:
+        # PrintCpp's parallel loops are OpenMP pragmas; PrintLLVM's call
+        # libgomp's GOMP_parallel, a weak reference that -fopenmp links.
+        cxx.append("-fopenmp")
     times = {}
     o = lambda f: os.path.join(work, f)
     vg = ["--value-and-grad"]
@@ -356,6 +364,9 @@ def main():
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="N > 1: also time gradc's code with "
+                   "GRADC_NUM_THREADS=N (built with -fopenmp; docs/ABI.md)")
     p.add_argument("--no-torch", action="store_true",
                    help="no PyTorch timings (the f64 reference still runs)")
     args = p.parse_args()
@@ -396,16 +407,40 @@ def main():
         # Single-threaded: OpenBLAS would otherwise start a thread per core
         # (docs/Performance.md).
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        _, out = run(cmd, env=env)
+        env.pop("GRADC_NUM_THREADS", None)
+        runs = [("", env)]
+        if args.threads > 1:
+            # gradc's runtime sets OpenBLAS's threads from
+            # GRADC_NUM_THREADS; only gradc's rows of this run are shown.
+            # libgomp's threads wait actively (spin) between teams by
+            # default; on a shared machine a spinning thread holds the
+            # core that OpenBLAS's or another process's thread needs, and
+            # calls take milliseconds (docs/Performance.md, "Threads").
+            runs.append(("_thr", dict(
+                env, GRADC_NUM_THREADS=str(args.threads),
+                OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY",
+                                               "passive"))))
         times, files = {}, {}
-        for line in out.splitlines():
-            impl, median, least = line.split()
-            ns = least if args.stat == "min" else median
-            # The harness names gradc's code after its module (k1_cpp_fwd).
-            key = impl[len(name) + 1:] if impl.startswith(name + "_") else impl
-            files[key] = os.path.join(work, "out_%s.bin" % impl)
-            times[key] = float(ns) / (sizes[0] if spec.get("per_call")
-                                      else 1)
+        for suffix, run_env in runs:
+            _, out = run(cmd, env=run_env)
+            for line in out.splitlines():
+                impl, median, least = line.split()
+                ns = least if args.stat == "min" else median
+                # The harness names gradc's code after its module
+                # (k1_cpp_fwd).
+                key = (impl[len(name) + 1:] if impl.startswith(name + "_")
+                       else impl)
+                if suffix and key.startswith("hand_"):
+                    continue
+                key = key.replace("_", suffix + "_", 1) if suffix else key
+                path = os.path.join(work, "out_%s.bin" % impl)
+                if suffix:
+                    # The next run overwrites the harness's files.
+                    shutil.copy(path, path + suffix)
+                    path += suffix
+                files[key] = path
+                times[key] = float(ns) / (sizes[0] if spec.get("per_call")
+                                          else 1)
         errors = {}
         for impl in times:
             path = files[impl]
@@ -432,11 +467,15 @@ def main():
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         rows = [("hand C++ (OpenBLAS)", "hand"), ("gradc C++ backend", "cpp"),
                 ("gradc LLVM backend", "llvm")]
+        if args.threads > 1:
+            rows += [("gradc C++ backend, %d thr" % args.threads, "cpp_thr"),
+                     ("gradc LLVM backend, %d thr" % args.threads,
+                      "llvm_thr")]
         for label, key in rows:
             fwd, grad, vg = (times.get("%s_%s" % (key, k))
                              for k in ("fwd", "grad", "vg"))
             err = max(v for k, v in errors.items()
-                      if k.startswith(key + "_"))
+                      if k.rsplit("_", 1)[0] == key)
             print("| %s | %s | %s | %s | %s | %s | %s | %.1e%s |" % (
                 label, fmt_time(fwd), fmt_time(grad), fmt_time(vg),
                 fmt_ratio(grad, base), fmt_ratio(vg, base),

@@ -151,3 +151,63 @@ TEST(LoopsIR, IndexArithmeticFolds) {
 }
 
 } // namespace
+
+//===--- The `parallel` pass on loops that no lowering makes today -------===//
+
+/// Runs the pass on `c` and returns whether its first statement is marked.
+bool marked(Copy &c) {
+  std::string error;
+  EXPECT_TRUE(markParallelLoops(c.module, error)) << error;
+  EXPECT_EQ(c.verify(), "");
+  return c.fn->body.front()->parallel;
+}
+
+TEST(LoopsParallel, MarksAnElementwiseLoopWithItsWork) {
+  Copy c;
+  c.addLoop(sizeRef("N"), c.y, loopVar(0), load(c.x, loopVar(0)));
+  EXPECT_TRUE(marked(c));
+  // One store: its value (a load and its index) and its index, 3 nodes.
+  const Expr &work = *c.fn->body.front()->work;
+  ASSERT_EQ(work.kind, Expr::Kind::Prim);
+  EXPECT_EQ(work.op, PrimOp::Mul);
+  EXPECT_TRUE(isIndexConst(*work.args[1], 3));
+}
+
+TEST(LoopsParallel, KeepsAWriteThatEveryIterationShares) {
+  // y[0] = x[i]: every iteration writes one element (the last wins).
+  Copy c;
+  c.addLoop(sizeRef("N"), c.y, index(0), load(c.x, loopVar(0)));
+  EXPECT_FALSE(marked(c));
+}
+
+TEST(LoopsParallel, KeepsAWriteAtAnIndexOfAnotherLayout) {
+  // y[N - 1 - i] = x[i] is one-to-one too, but not of the mixed-radix
+  // form that the pass proves; and y[i] = y[i] * 2 after y[N-1-i] would
+  // read another iteration's element.
+  Copy c;
+  c.addLoop(sizeRef("N"), c.y,
+            prim(PrimOp::Sub, prim(PrimOp::Sub, sizeRef("N"), index(1)),
+                 loopVar(0)),
+            load(c.x, loopVar(0)));
+  EXPECT_FALSE(marked(c));
+}
+
+TEST(LoopsParallel, KeepsAnAccumulatorThatLivesAcrossIterations) {
+  // acc += x[i]; a local read before it is written in the iteration.
+  Copy c;
+  Buffer *acc = c.fn->addBuffer(Buffer::Kind::Local, DType::F32, {}, "acc");
+  c.addLoop(sizeRef("N"), c.y, loopVar(0), load(c.x, loopVar(0)));
+  auto add = std::make_unique<Stmt>(Stmt::Kind::Accumulate);
+  add->buffer = acc;
+  add->index = index(0);
+  add->value = load(c.x, loopVar(0));
+  c.fn->body.front()->body.push_back(std::move(add));
+  EXPECT_FALSE(marked(c));
+}
+
+TEST(LoopsParallel, KeepsASmallConstantLoop) {
+  // 4 iterations of 3 nodes: far below parallelMinWork.
+  Copy c;
+  c.addLoop(index(4), c.y, loopVar(0), load(c.x, loopVar(0)));
+  EXPECT_FALSE(marked(c));
+}

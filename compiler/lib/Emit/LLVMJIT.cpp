@@ -27,9 +27,11 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -228,6 +230,20 @@ std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
                               optLevel, error);
 }
 
+/// The loops that the `parallel` loop pass marked call libgomp's
+/// GOMP_parallel through a weak reference (docs/ABI.md, "Threads"): when
+/// GRADC_NUM_THREADS asks for threads, libgomp is loaded into the process
+/// once (if it is installed), so that the JIT resolves it; otherwise the
+/// reference stays null and the loops run on this thread.
+static void loadOpenMPForThreads() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char *text = std::getenv("GRADC_NUM_THREADS");
+    if (text && std::strtol(text, nullptr, 10) > 1)
+      llvm::sys::DynamicLibrary::LoadLibraryPermanently("libgomp.so.1");
+  });
+}
+
 std::unique_ptr<JITModule>
 JITModule::createFromLLVMModule(const ir::Module &module,
                                 std::unique_ptr<llvm::Module> llvmModule,
@@ -241,6 +257,7 @@ JITModule::createFromLLVMModule(const ir::Module &module,
       detectHostMachine(optLevel);
   if (!jtmb)
     return fail(jtmb.takeError());
+  loadOpenMPForThreads();
   llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit =
       llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
   if (!jit)

@@ -28,6 +28,7 @@
 #include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -171,6 +172,8 @@ private:
   void block(const Block &b);
   void stmt(const Stmt &s);
   void forLoop(const Stmt &s);
+  void parallelHead(const Stmt &s);
+  void privateCopies(const Stmt &s);
   void accumulate(const Stmt &s);
   void call(const Stmt &s);
   std::string signature() const;
@@ -187,6 +190,8 @@ private:
   std::vector<unsigned> inputPosition;
   llvm::StringMap<std::string> sizeNames;
   llvm::DenseMap<const Buffer *, std::string> names;
+  /// The private buffers of parallel loops, declared in their loop.
+  llvm::DenseSet<const Buffer *> privates;
   /// Loop variable number -> its C++ name, while its loop is open.
   llvm::DenseMap<unsigned, std::string> loopVars;
   std::vector<std::string> depthNames;
@@ -494,14 +499,19 @@ void FunctionPrinter::declarations() {
     }
     storage[b] = slots[s].name;
   };
-  // Unplanned buffers go after the planned ones.
+  // Unplanned buffers go after the planned ones; a parallel loop declares
+  // its private buffers itself.
   for (const auto &b : fn.buffers)
-    if (b->slot >= 0 && b->kind == Buffer::Kind::Scratch)
+    if (privates.contains(b.get()))
+      continue;
+    else if (b->slot >= 0 && b->kind == Buffer::Kind::Scratch)
       place(b.get(), scratch, "scratch");
     else if (b->slot >= 0 && b->kind == Buffer::Kind::Stack)
       place(b.get(), stack, "stack");
   for (const auto &b : fn.buffers)
-    if (b->slot < 0 && b->kind == Buffer::Kind::Scratch)
+    if (privates.contains(b.get()))
+      continue;
+    else if (b->slot < 0 && b->kind == Buffer::Kind::Scratch)
       place(b.get(), scratch, "scratch");
     else if (b->slot < 0 && b->kind == Buffer::Kind::Stack)
       place(b.get(), stack, "stack");
@@ -544,6 +554,8 @@ void FunctionPrinter::declarations() {
   for (const auto &bp : fn.buffers) {
     const Buffer *b = bp.get();
     std::string type = cTypeName(b->dtype).str();
+    if (privates.contains(b))
+      continue;
     switch (b->kind) {
     case Buffer::Kind::Param:
     case Buffer::Kind::Output:
@@ -618,15 +630,58 @@ void FunctionPrinter::block(const Block &b) {
 void FunctionPrinter::forLoop(const Stmt &s) {
   std::string v = depthNames[std::min<size_t>(depth, depthNames.size() - 1)];
   loopVars[s.var] = v;
+  if (s.parallel)
+    parallelHead(s);
   line("for (int64_t " + v + " = 0; " + v + " < " +
        paren(expr(*s.extent), Relational + 1) + "; ++" + v + ") {");
   ++depth;
   indent += 2;
+  if (s.parallel)
+    privateCopies(s);
   block(s.body);
   indent -= 2;
   --depth;
   line("}");
   loopVars.erase(s.var);
+}
+
+/// A loop that the `parallel` pass marked runs on gradc::numThreads()
+/// threads when the program is compiled with OpenMP and its work reaches
+/// loops::parallelMinWork (Kernels.h's GRADC_PARALLEL_FOR; docs/ABI.md,
+/// "Threads").
+void FunctionPrinter::parallelHead(const Stmt &s) {
+  std::string head = "GRADC_PARALLEL_FOR(gradc::numThreads() > 1";
+  if (s.work->kind == Expr::Kind::Const) {
+    line(head + ")");
+    return;
+  }
+  std::string work = paren(expr(*s.work), Relational + 1) +
+                     " >= " + std::to_string(parallelMinWork) + ")";
+  if (indent + head.size() + 4 + work.size() <= lineLimit) {
+    line(head + " && " + work);
+    return;
+  }
+  line(head + " &&");
+  line(std::string(19, ' ') + work);
+}
+
+/// Each iteration's own locals and stack arrays, at the top of the body
+/// (so each thread has its own).
+void FunctionPrinter::privateCopies(const Stmt &s) {
+  for (const Buffer *b : s.privates) {
+    std::string type = cTypeName(b->dtype).str();
+    if (b->kind == Buffer::Kind::Local) {
+      line(type + " " + bufferName(b) + " = 0;");
+      continue;
+    }
+    int64_t n = 1;
+    for (const Dim &d : b->shape) {
+      assert(d.isKnown() && "a stack buffer has a known size");
+      n *= d.getSize();
+    }
+    line("alignas(16) " + type + " " + bufferName(b) + "[" +
+         std::to_string(std::max<int64_t>(n, 1)) + "];");
+  }
 }
 
 void FunctionPrinter::accumulate(const Stmt &s) {
@@ -748,6 +803,9 @@ void FunctionPrinter::run() {
         dividesI32 = true;
     });
   });
+  for (const StmtPtr &s : fn.body)
+    if (s->parallel)
+      privates.insert(s->privates.begin(), s->privates.end());
   out += signature();
   prologue();
   declarations();

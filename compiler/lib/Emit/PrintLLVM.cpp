@@ -42,6 +42,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/IRBuilder.h"
@@ -97,6 +98,18 @@ struct ModuleState {
         llvm::FunctionType::get(llvm::PointerType::get(ctx, 0),
                                 {llvm::Type::getInt64Ty(ctx)}, false));
   }
+  /// The module's `gradc.num_threads()` (threadCount below).
+  llvm::Function *numThreads = nullptr;
+  llvm::Function *threadCount();
+  /// A function that the program may lack (libgomp's, OpenBLAS's): a null
+  /// address then, so that nothing new must be linked.
+  llvm::Function *weakFunction(llvm::StringRef name, llvm::FunctionType *type) {
+    llvm::Function *f = llvmModule.getFunction(name);
+    if (!f)
+      f = llvm::Function::Create(type, llvm::GlobalValue::ExternalWeakLinkage,
+                                 name, llvmModule);
+    return f;
+  }
   llvm::FunctionCallee free() {
     llvm::LLVMContext &ctx = llvmModule.getContext();
     return llvmModule.getOrInsertFunction(
@@ -129,7 +142,9 @@ private:
   // Control flow.
   void failIf(llvm::Value *cond, int32_t status, llvm::BasicBlock *target);
   void forLoop(llvm::Value *n, const llvm::Twine &name,
-               llvm::function_ref<void(llvm::Value *)> body);
+               llvm::function_ref<void(llvm::Value *)> body,
+               llvm::Value *start = nullptr);
+  void parallelLoop(const Stmt &s);
 
   // Memory.
   void prologue();
@@ -241,9 +256,11 @@ void FunctionPrinter::failIf(llvm::Value *cond, int32_t status,
   b.SetInsertPoint(cont);
 }
 
-/// `for (i = 0; i < n; ++i) body(i)`, leaving the builder after it.
+/// `for (i = start; i < n; ++i) body(i)` (start 0 by default), leaving
+/// the builder after it.
 void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
-                              llvm::function_ref<void(llvm::Value *)> body) {
+                              llvm::function_ref<void(llvm::Value *)> body,
+                              llvm::Value *start) {
   llvm::BasicBlock *pre = b.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(ctx, name + ".header", llfn);
   auto *bodyBlock = llvm::BasicBlock::Create(ctx, name + ".body", llfn);
@@ -251,7 +268,7 @@ void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
   b.CreateBr(header);
   b.SetInsertPoint(header);
   llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2, name);
-  i->addIncoming(i64(0), pre);
+  i->addIncoming(start ? start : i64(0), pre);
   b.CreateCondBr(b.CreateICmpSLT(i, n), bodyBlock, after);
   b.SetInsertPoint(bodyBlock);
   body(i);
@@ -723,6 +740,10 @@ void FunctionPrinter::block(const Block &blk) {
 void FunctionPrinter::stmt(const Stmt &s) {
   switch (s.kind) {
   case Stmt::Kind::For:
+    if (s.parallel) {
+      parallelLoop(s);
+      return;
+    }
     forLoop(expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
       loopVars[s.var] = i;
       block(s.body);
@@ -846,6 +867,8 @@ llvm::BasicBlock *FunctionPrinter::branchToBlas(const Stmt &s, llvm::Value *a,
   auto *done = llvm::BasicBlock::Create(ctx, "matmul.done");
   b.CreateCondBr(b.CreateAnd(big, fits), blasBlock, loops);
   b.SetInsertPoint(blasBlock);
+  // GRADC_NUM_THREADS, once, sets OpenBLAS's threads (docs/ABI.md).
+  b.CreateCall(ms.threadCount());
   llvm::Type *i32 = b.getInt32Ty();
   auto toInt = [&](llvm::Value *v) { return b.CreateTrunc(v, i32); };
   ScalarType st = fromDType(t);
@@ -858,6 +881,266 @@ llvm::BasicBlock *FunctionPrinter::branchToBlas(const Stmt &s, llvm::Value *a,
   b.CreateBr(done);
   b.SetInsertPoint(loops);
   return done;
+}
+
+//===--- Threads ----------------------------------------------------------===//
+
+/// `i32 gradc.num_threads()`, one per module, as Kernels.h's
+/// gradc::numThreads: GRADC_NUM_THREADS read once (strtol; 1 when unset or
+/// not a positive decimal integer, at most 256), and when it is set and
+/// the program has OpenBLAS, openblas_set_num_threads of it.
+llvm::Function *ModuleState::threadCount() {
+  if (numThreads)
+    return numThreads;
+  llvm::LLVMContext &ctx = llvmModule.getContext();
+  llvm::Type *i32 = llvm::Type::getInt32Ty(ctx);
+  llvm::Type *i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type *ptr = llvm::PointerType::get(ctx, 0);
+  auto *cache = new llvm::GlobalVariable(
+      llvmModule, i32, false, llvm::GlobalValue::InternalLinkage,
+      llvm::ConstantInt::get(i32, 0), "gradc.threads");
+  numThreads = llvm::Function::Create(llvm::FunctionType::get(i32, false),
+                                      llvm::GlobalValue::InternalLinkage,
+                                      "gradc.num_threads", llvmModule);
+  numThreads->addFnAttr(llvm::Attribute::NoUnwind);
+  auto block = [&](const char *name) {
+    return llvm::BasicBlock::Create(ctx, name, numThreads);
+  };
+  llvm::BasicBlock *entry = block("entry"), *known = block("known"),
+                   *read = block("read"), *parse = block("parse"),
+                   *done = block("done");
+  llvm::IRBuilder<> b(entry);
+  llvm::AllocaInst *end = b.CreateAlloca(ptr, nullptr, "end");
+  llvm::LoadInst *cached = b.CreateLoad(i32, cache, "cached");
+  cached->setAtomic(llvm::AtomicOrdering::Monotonic);
+  cached->setAlignment(llvm::Align(4));
+  b.CreateCondBr(b.CreateICmpNE(cached, b.getInt32(0)), known, read);
+  b.SetInsertPoint(known);
+  b.CreateRet(cached);
+  b.SetInsertPoint(read);
+  llvm::Value *text = b.CreateCall(
+      llvmModule.getOrInsertFunction("getenv",
+                                     llvm::FunctionType::get(ptr, {ptr}, false)),
+      {b.CreateGlobalStringPtr("GRADC_NUM_THREADS", "gradc.threads.env")});
+  b.CreateCondBr(b.CreateIsNull(text), done, parse);
+  b.SetInsertPoint(parse);
+  llvm::Value *n = b.CreateCall(
+      llvmModule.getOrInsertFunction(
+          "strtol", llvm::FunctionType::get(i64, {ptr, ptr, i32}, false)),
+      {text, end, b.getInt32(10)});
+  llvm::Value *stop = b.CreateLoad(ptr, end);
+  llvm::Value *bad = b.CreateOr(
+      b.CreateICmpEQ(stop, text),
+      b.CreateOr(b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), stop),
+                                b.getInt8(0)),
+                 b.CreateICmpSLT(n, b.getInt64(1))));
+  n = b.CreateSelect(bad, b.getInt64(1), n);
+  n = b.CreateTrunc(
+      b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, n, b.getInt64(256)), i32);
+  if (options.blas) {
+    llvm::Function *set = weakFunction(
+        "openblas_set_num_threads",
+        llvm::FunctionType::get(b.getVoidTy(), {i32}, false));
+    llvm::BasicBlock *call = block("openblas"), *after = block("set");
+    b.CreateCondBr(b.CreateIsNotNull(set), call, after);
+    b.SetInsertPoint(call);
+    b.CreateCall(set, {n});
+    b.CreateBr(after);
+    b.SetInsertPoint(after);
+  }
+  llvm::BasicBlock *parsed = b.GetInsertBlock();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+  llvm::PHINode *result = b.CreatePHI(i32, 2, "threads");
+  result->addIncoming(b.getInt32(1), read);
+  result->addIncoming(n, parsed);
+  llvm::StoreInst *store = b.CreateStore(result, cache);
+  store->setAtomic(llvm::AtomicOrdering::Monotonic);
+  store->setAlignment(llvm::Align(4));
+  b.CreateRet(result);
+  return numThreads;
+}
+
+/// A loop that the `parallel` pass marked, outlined over a context (the
+/// buffers, scalar parameters and sizes it uses, and its extent):
+///
+///   - `F.parN(ctx, lo, hi)` runs iterations [lo, hi), with its own copy of
+///     each private buffer (always inlined);
+///   - `F.parN.omp(ctx)` runs thread t's static chunk of the n iterations
+///     (the first n mod T threads one more), the body of an OpenMP team;
+///   - the loop itself calls `GOMP_parallel(F.parN.omp, ctx, T, 0)` when
+///     gradc.num_threads() T > 1, libgomp is linked (GOMP_parallel is a
+///     weak reference: null without it) and the work reaches
+///     loops::parallelMinWork; otherwise `F.parN(ctx, 0, n)`, which is
+///     inlined, so that one thread runs the loop as before.
+///
+/// Every iteration computes what it computes on one thread, so the
+/// results are bitwise the same.
+void FunctionPrinter::parallelLoop(const Stmt &s) {
+  // What the body uses from here.
+  llvm::SetVector<const Buffer *> buffers;
+  llvm::SetVector<llvm::StringRef> sizeNames;
+  llvm::DenseSet<const Buffer *> privates(s.privates.begin(),
+                                          s.privates.end());
+  auto note = [&](const Stmt &st) {
+    if (st.buffer && !privates.contains(st.buffer))
+      buffers.insert(st.buffer);
+    walkExprs(st, [&](const Expr &e) {
+      if (e.kind == Expr::Kind::Load && !privates.contains(e.buffer))
+        buffers.insert(e.buffer);
+      if (e.kind == Expr::Kind::Size)
+        sizeNames.insert(e.name);
+    });
+  };
+  walk(s.body, note);
+  // The context: the extent, the sizes, then each buffer's pointer (or a
+  // scalar parameter's value).
+  llvm::Value *extent = expr(*s.extent);
+  std::vector<llvm::Value *> captured{extent};
+  for (llvm::StringRef name : sizeNames)
+    captured.push_back(sizes.lookup(name));
+  for (const Buffer *buf : buffers) {
+    if (isScalarParam(buf))
+      captured.push_back(scalarParams.lookup(buf));
+    else if (!llvm::isa<llvm::GlobalValue>(pointerOf(buf)))
+      captured.push_back(pointerOf(buf));
+  }
+  std::vector<llvm::Type *> types;
+  for (llvm::Value *v : captured)
+    types.push_back(v->getType());
+  llvm::StructType *contextType = llvm::StructType::get(ctx, types);
+  // One context for the team and one for the serial call, which does not
+  // escape: once the call is inlined, SROA turns it back into the values
+  // themselves (the noalias arguments among them).
+  auto makeContext = [&](const char *name) {
+    llvm::IRBuilder<> ab(entry, entry->begin());
+    llvm::AllocaInst *context = ab.CreateAlloca(contextType, nullptr, name);
+    for (auto [i, v] : llvm::enumerate(captured))
+      b.CreateStore(v, b.CreateStructGEP(contextType, context, i));
+    return context;
+  };
+
+  // F.parN(ctx, lo, hi).
+  llvm::Type *ptr = b.getPtrTy();
+  std::string name = llfn->getName().str() + ".par" + std::to_string(s.var);
+  llvm::Function *range = llvm::Function::Create(
+      llvm::FunctionType::get(b.getVoidTy(), {ptr, b.getInt64Ty(),
+                                              b.getInt64Ty()},
+                              false),
+      llvm::GlobalValue::InternalLinkage, name, ms.llvmModule);
+  range->addFnAttr(llvm::Attribute::AlwaysInline);
+  range->addFnAttr(llvm::Attribute::NoUnwind);
+  range->addParamAttr(0, llvm::Attribute::NoAlias);
+  {
+    // Build it with this printer, its maps pointing at the context.
+    llvm::Function *outer = llfn;
+    llvm::BasicBlock *outerEntry = entry;
+    llvm::IRBuilderBase::InsertPoint ip = b.saveIP();
+    auto savedPointers = pointers;
+    auto savedScalars = scalarParams;
+    auto savedSizes = sizes;
+    llfn = range;
+    entry = llvm::BasicBlock::Create(ctx, "entry", range);
+    auto *bodyBlock = llvm::BasicBlock::Create(ctx, "body", range);
+    b.SetInsertPoint(entry);
+    b.CreateBr(bodyBlock);
+    b.SetInsertPoint(bodyBlock);
+    llvm::Value *ctxArg = range->getArg(0);
+    auto field = [&](unsigned i) {
+      return b.CreateLoad(types[i],
+                          b.CreateStructGEP(contextType, ctxArg, i));
+    };
+    unsigned next = 1; // field 0 is the extent
+    for (llvm::StringRef sizeName : sizeNames)
+      sizes[sizeName] = field(next++);
+    for (const Buffer *buf : buffers) {
+      if (isScalarParam(buf))
+        scalarParams[buf] = field(next++);
+      else if (!llvm::isa<llvm::GlobalValue>(pointers.lookup(buf)))
+        pointers[buf] = field(next++);
+    }
+    {
+      llvm::IRBuilder<> ab(entry, entry->begin());
+      for (const Buffer *buf : s.privates) {
+        int64_t count = 1;
+        for (const Dim &d : buf->shape)
+          count *= d.getSize();
+        llvm::Type *type = memoryType(buf->dtype);
+        if (buf->kind == Buffer::Kind::Stack)
+          type = llvm::ArrayType::get(type, std::max<int64_t>(count, 1));
+        llvm::AllocaInst *a = ab.CreateAlloca(type, nullptr, valueName(buf));
+        a->setAlignment(llvm::Align(16));
+        pointers[buf] = a;
+      }
+    }
+    forLoop(
+        range->getArg(2), "i" + llvm::Twine(s.var),
+        [&](llvm::Value *i) {
+          loopVars[s.var] = i;
+          block(s.body);
+          loopVars.erase(s.var);
+        },
+        range->getArg(1));
+    b.CreateRetVoid();
+    pointers = std::move(savedPointers);
+    scalarParams = std::move(savedScalars);
+    sizes = std::move(savedSizes);
+    llfn = outer;
+    entry = outerEntry;
+    b.restoreIP(ip);
+  }
+
+  // F.parN.omp(ctx): this thread's chunk.
+  llvm::Type *i32 = b.getInt32Ty();
+  llvm::Function *team = llvm::Function::Create(
+      llvm::FunctionType::get(b.getVoidTy(), {ptr}, false),
+      llvm::GlobalValue::InternalLinkage, name + ".omp", ms.llvmModule);
+  team->addFnAttr(llvm::Attribute::NoUnwind);
+  {
+    llvm::IRBuilder<> tb(llvm::BasicBlock::Create(ctx, "entry", team));
+    llvm::FunctionType *query = llvm::FunctionType::get(i32, false);
+    llvm::Value *threads = tb.CreateSExt(
+        tb.CreateCall(ms.weakFunction("omp_get_num_threads", query)),
+        tb.getInt64Ty());
+    llvm::Value *t = tb.CreateSExt(
+        tb.CreateCall(ms.weakFunction("omp_get_thread_num", query)),
+        tb.getInt64Ty());
+    llvm::Value *n = tb.CreateLoad(
+        types[0], tb.CreateStructGEP(contextType, team->getArg(0), 0));
+    llvm::Value *q = tb.CreateSDiv(n, threads);
+    llvm::Value *r = tb.CreateSRem(n, threads);
+    llvm::Value *lo = tb.CreateAdd(
+        tb.CreateMul(t, q),
+        tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, t, r));
+    llvm::Value *hi = tb.CreateAdd(
+        tb.CreateAdd(lo, q), tb.CreateZExt(tb.CreateICmpSLT(t, r),
+                                           tb.getInt64Ty()));
+    tb.CreateCall(range, {team->getArg(0), lo, hi});
+    tb.CreateRetVoid();
+  }
+
+  // The loop: on a team, or here.
+  llvm::Function *gomp = ms.weakFunction(
+      "GOMP_parallel",
+      llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i32, i32}, false));
+  llvm::Value *threads = b.CreateCall(ms.threadCount());
+  llvm::Value *useTeam =
+      b.CreateAnd(b.CreateICmpSGT(threads, b.getInt32(1)),
+                  b.CreateIsNotNull(gomp));
+  if (s.work->kind != Expr::Kind::Const)
+    useTeam = b.CreateAnd(
+        useTeam, b.CreateICmpSGE(expr(*s.work), i64(parallelMinWork)));
+  auto *onTeam = llvm::BasicBlock::Create(ctx, "par.team", llfn);
+  auto *here = llvm::BasicBlock::Create(ctx, "par.serial", llfn);
+  auto *after = llvm::BasicBlock::Create(ctx, "par.done", llfn);
+  b.CreateCondBr(useTeam, onTeam, here);
+  b.SetInsertPoint(onTeam);
+  b.CreateCall(gomp, {team, makeContext("par.ctx"), threads, b.getInt32(0)});
+  b.CreateBr(after);
+  b.SetInsertPoint(here);
+  b.CreateCall(range, {makeContext("par.serial.ctx"), i64(0), extent});
+  b.CreateBr(after);
+  b.SetInsertPoint(after);
 }
 
 /// A call through the C ABI (sizes, inputs, outputs); a scalar input goes

@@ -21,6 +21,10 @@ const LoopPass loopPasses[] = {
      "computes an elementwise producer read by one statement where it is "
      "read, instead of storing it (Fuse.cpp)",
      fuseElementwise},
+    {"parallel",
+     "marks outermost loops whose iterations are independent, with their "
+     "private buffers and estimated work (Parallel.cpp)",
+     markParallelLoops},
     {"plan",
      "puts small scratch buffers on the stack and gives buffers whose "
      "lifetimes do not overlap one slot (PlanBuffers.cpp)",

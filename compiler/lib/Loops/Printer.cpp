@@ -180,7 +180,18 @@ private:
     indent(depth);
     switch (s.kind) {
     case Stmt::Kind::For:
-      os << "for %i" << s.var << " < " << expr(*s.extent) << " {\n";
+      os << (s.parallel ? "parallel for %i" : "for %i") << s.var << " < "
+         << expr(*s.extent);
+      if (s.parallel) {
+        if (!s.privates.empty()) {
+          os << " private(";
+          for (size_t i = 0; i < s.privates.size(); ++i)
+            os << (i ? ", " : "") << name(s.privates[i]);
+          os << ")";
+        }
+        os << " work(" << expr(*s.work) << ")";
+      }
+      os << " {\n";
       printBlock(s.body, depth + 1);
       indent(depth);
       os << "}\n";

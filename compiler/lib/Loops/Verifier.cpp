@@ -184,6 +184,18 @@ private:
         bad("%i" + std::to_string(s.var) + " is bound by two loops");
         return;
       }
+      if (s.parallel) {
+        // The `parallel` pass's marks: a work count of the sizes, and
+        // private copies only of scalars and stack arrays.
+        if (!s.work || !checkIndex(*s.work, "a parallel loop's work"))
+          return;
+        for (const Buffer *b : s.privates)
+          if (b->kind != Buffer::Kind::Local && b->kind != Buffer::Kind::Stack) {
+            bad("a parallel loop's private buffer is not a local or stack "
+                "buffer");
+            return;
+          }
+      }
       live.insert(s.var);
       checkBlock(s.body);
       live.erase(s.var);

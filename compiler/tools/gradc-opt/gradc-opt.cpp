@@ -69,7 +69,7 @@ cl::opt<EmitKind> emitKind(
 cl::opt<std::string> loopPasses(
     "loop-passes",
     cl::desc("With --emit=loops: loop passes to run after lowering (fuse, "
-             "plan)"),
+             "plan, parallel)"),
     cl::value_desc("a,b"), cl::init(""), cl::cat(optCategory));
 
 cl::opt<bool> verify("verify",

@@ -415,6 +415,52 @@ GRADC_ALWAYS_INLINE void matmul(const T *a, Transpose ta, const T *b,
 #pragma GCC diagnostic pop
 #endif
 
+//===----------------------------------------------------------------------===//
+// Threads (docs/ABI.md, "Threads")
+//===----------------------------------------------------------------------===//
+
+#ifdef GRADC_USE_BLAS
+// OpenBLAS's thread count, when the CBLAS is OpenBLAS (weak: null when
+// the library has no such function).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+#endif
+
+/// The threads of the loops that the `parallel` loop pass marks
+/// (docs/Loops.md): GRADC_NUM_THREADS, read once; 1 (today's single
+/// thread) when it is unset or not a positive decimal integer, at most
+/// 256. When it is set and the CBLAS is OpenBLAS, OpenBLAS uses as many.
+inline int numThreads() {
+  static const int threads = [] {
+    const char *text = std::getenv("GRADC_NUM_THREADS");
+    if (!text)
+      return 1;
+    char *end = nullptr;
+    long n = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || n < 1)
+      n = 1;
+    n = std::min(n, 256L);
+#ifdef GRADC_USE_BLAS
+    if (openblas_set_num_threads)
+      openblas_set_num_threads(static_cast<int>(n));
+#endif
+    return static_cast<int>(n);
+  }();
+  return threads;
+}
+
+// A loop marked parallel is printed after GRADC_PARALLEL_FOR(condition):
+// compiled with OpenMP (-fopenmp) it runs on numThreads() threads when the
+// condition holds (several threads, enough work), in static chunks;
+// without OpenMP it is an ordinary loop, and nothing links libgomp.
+#ifdef _OPENMP
+#define GRADC_PRAGMA(x) _Pragma(#x)
+#define GRADC_PARALLEL_FOR(...)                                                \
+  GRADC_PRAGMA(omp parallel for schedule(static) if (__VA_ARGS__)              \
+                   num_threads(gradc::numThreads()))
+#else
+#define GRADC_PARALLEL_FOR(...)
+#endif
+
 #ifdef GRADC_USE_BLAS
 /// Below this many multiply-adds (m n k) a CBLAS call costs more than the
 /// product itself (a 4x4 matrix-vector product takes about 6x longer
@@ -431,6 +477,7 @@ GRADC_ALWAYS_INLINE void matmul(const float *a, Transpose ta, const float *b,
     matmul<float>(a, ta, b, tb, c, m, n, k, accumulate);
     return;
   }
+  numThreads(); // OpenBLAS's threads, once
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a,
@@ -444,6 +491,7 @@ GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta, const double *b,
     matmul<double>(a, ta, b, tb, c, m, n, k, accumulate);
     return;
   }
+  numThreads(); // OpenBLAS's threads, once
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0, a,

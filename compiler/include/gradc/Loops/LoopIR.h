@@ -184,6 +184,18 @@ struct Stmt {
   unsigned var = 0;
   ExprPtr extent;
   std::vector<std::unique_ptr<Stmt>> body;
+  /// Set by the `parallel` pass (Parallel.cpp) on an outermost loop whose
+  /// iterations are independent: a printer may run them on several
+  /// threads, in any order, with bitwise the same results.
+  bool parallel = false;
+  /// For a parallel loop: the locals and stack buffers that only this
+  /// loop touches and that each iteration writes before it reads them;
+  /// every thread (every iteration) has its own copy.
+  std::vector<Buffer *> privates;
+  /// For a parallel loop: the estimated operations of the whole loop (an
+  /// index expression of the sizes); threads are used only when it is at
+  /// least parallelMinWork.
+  std::unique_ptr<Expr> work;
 
   // Store, Accumulate.
   Buffer *buffer = nullptr;

@@ -60,6 +60,15 @@ bool fuseElementwise(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
+/// Below this many estimated operations (Parallel.cpp's count: one per
+/// expression node, more for a math function) a parallel loop runs on
+/// one thread: starting and joining threads costs a few microseconds.
+constexpr int64_t parallelMinWork = 65536;
+
+/// `parallel`: marks outermost loops whose iterations are independent and
+/// whose estimated work may reach parallelMinWork (Parallel.cpp).
+bool markParallelLoops(LoopModule &module, std::string &error);
+
 struct LoopPass {
   const char *name;
   const char *summary;
@@ -74,7 +83,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
                    std::string &error, bool verifyEach = true);
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
-constexpr const char *defaultLoopPipeline = "fuse,plan";
+constexpr const char *defaultLoopPipeline = "fuse,plan,parallel";
 
 /// Lowers, verifies and evaluates: the `loops` backend of `gradc run`.
 bool runWithLoops(const ir::Module &module, llvm::StringRef fnName,

@@ -235,12 +235,12 @@ LOOP_KERNELS = {
     "gmm": dict(
         sizes=[1000, 10, 25], quick=[10, 3, 5], names="N, D, K",
         inputs=gmm_inputs, torch=gmm_torch, cpp_lower="loops",
-        llvm_optional=True),
+        llvm_optional=True, hand_label="hand C++"),
     # ADBench's lstm_l2_c1024 (b = 14, its alphabet).
     "lstm": dict(
         sizes=[2, 1024, 14], quick=[2, 5, 3], names="l, c, b",
         inputs=lstm_inputs, torch=lstm_torch, cpp_lower="loops",
-        llvm_optional=True),
+        llvm_optional=True, hand_label="hand C++"),
 }
 
 
@@ -554,7 +554,7 @@ def main():
         print("| implementation | forward | gradient | value+grad | "
               "grad / hand v+g | v+g / hand v+g | grad / fwd | max rel err |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        rows = [("hand C++ (OpenBLAS)", "hand"),
+        rows = [(spec.get("hand_label", "hand C++ (OpenBLAS)"), "hand"),
                 ("gradc C++ backend" + (" (loop printer)"
                                         if spec.get("cpp_lower") else ""),
                  "cpp"),

@@ -13,11 +13,13 @@
 // n softmax(alpha)_k; dq_kr = Σ_i w_ik + e^q_kr Σ_i dz_r c_r + γ² e^2q_kr
 // - m; dL_k[r, j] = Σ_i dz_r c_j + γ² L_k[r, j]; dmu_k = -Σ_i Q_kᵀ dz.
 //
-// The expert's code is one pass over the points: for each point and each
-// component it makes c and z (d floats each, kept in L1 for the point),
-// the softmax over components, and then accumulates every gradient from
-// the same c and z, walking L in its storage order. No index tables, no
-// N x K x D intermediate; value sums in double.
+// The expert's code runs every loop over the points, contiguous (x is
+// transposed once per call), so that each vectorises: for each component,
+// c and z of all points (K x D x N floats kept for the gradient), the
+// logsumexp over components for all points at once, then per component
+// the weights w, dz = -w z in place, and every gradient as a sum or a dot
+// product over the points in 16 f32 lanes, walking L in its storage
+// order. No index tables; the value sums in double.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,121 +35,165 @@
 
 namespace {
 
+/// Σ a_i b_i and Σ a_i in 16 f32 lanes (vectorised; the lanes are added at
+/// the end).
+float dot(const float *GRADC_RESTRICT a, const float *GRADC_RESTRICT b,
+          int64_t n) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l)
+      lanes[l] += a[i + l] * b[i + l];
+  for (; i < n; ++i)
+    lanes[0] += a[i] * b[i];
+  float s = 0;
+  for (float l : lanes)
+    s += l;
+  return s;
+}
+float sum(const float *GRADC_RESTRICT a, int64_t n) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l)
+      lanes[l] += a[i + l];
+  for (; i < n; ++i)
+    lanes[0] += a[i];
+  float s = 0;
+  for (float l : lanes)
+    s += l;
+  return s;
+}
+
 struct Gmm {
   int64_t n, d, k, p;
   const float *x, *alphas, *means, *icf;
   float gamma, m, consts;
   hand::Arena arena;
 
-  /// logsumexp of v[0..count).
-  static float lse(const float *v, int64_t count) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < count; ++j)
-      mx = std::max(mx, v[j]);
-    float s = 0;
-    for (int64_t j = 0; j < count; ++j)
-      s += gradc::exp(v[j] - mx);
-    return mx + gradc::log(s);
-  }
-
   /// The value; with Grad also the gradients (overwritten).
   template <bool Grad>
   float run(float *GRADC_RESTRICT da, float *GRADC_RESTRICT dmu,
             float *GRADC_RESTRICT dicf) {
-    float *qd = arena.get(0, k * d);      // e^q
-    float *sumq = arena.get(1, k);        // Σ q_k + alpha_k
-    float *cs = arena.get(2, k * d);      // c of the point, per component
-    float *zs = arena.get(3, k * d);      // z of the point, per component
-    float *a = arena.get(4, k);           // a_ik of the point
-    float *diagAcc = arena.get(5, k * d); // Σ_i dz_r c_r
-    std::vector<double> wsum(Grad ? k : 0, 0.0);
+    float *xt = arena.get(0, d * n);     // x transposed: [D, N]
+    float *cs = arena.get(1, k * d * n); // c per component: [K, D, N]
+    float *zs = arena.get(2, k * d * n); // z, then dz: [K, D, N]
+    float *a = arena.get(3, k * n);      // a_ik, then w_ik: [K, N]
+    float *lse = arena.get(4, n);        // lse_k(a_ik) per point
+    float *work = arena.get(5, n);
+    float *qd = arena.get(6, k * d); // e^q
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < d; ++r)
+        xt[r * n + i] = x[i * d + r];
     for (int64_t c = 0; c < k; ++c) {
-      float s = alphas[c];
+      const float *mu = means + c * d, *q = icf + c * p, *l = q + d;
+      float *GRADC_RESTRICT qe = qd + c * d;
+      float sumq = alphas[c];
       for (int64_t r = 0; r < d; ++r) {
-        qd[c * d + r] = gradc::exp(icf[c * p + r]);
-        s += icf[c * p + r];
+        qe[r] = gradc::exp(q[r]);
+        sumq += q[r];
       }
-      sumq[c] = s;
+      float *cc = cs + c * d * n, *z = zs + c * d * n;
+      for (int64_t r = 0; r < d; ++r) {
+        const float *GRADC_RESTRICT xr = xt + r * n;
+        float *GRADC_RESTRICT cr = cc + r * n, *GRADC_RESTRICT zr = z + r * n;
+        for (int64_t i = 0; i < n; ++i) {
+          cr[i] = xr[i] - mu[r];
+          zr[i] = qe[r] * cr[i];
+        }
+      }
+      // z_r += L[r, j] c_j, walking L in its storage order.
+      for (int64_t j = 0; j < d; ++j)
+        for (int64_t r = j + 1; r < d; ++r) {
+          float lrj = *l++;
+          const float *GRADC_RESTRICT cj = cc + j * n;
+          float *GRADC_RESTRICT zr = z + r * n;
+          for (int64_t i = 0; i < n; ++i)
+            zr[i] += lrj * cj[i];
+        }
+      float *GRADC_RESTRICT ac = a + c * n;
+      for (int64_t i = 0; i < n; ++i)
+        ac[i] = 0;
+      for (int64_t r = 0; r < d; ++r) {
+        const float *GRADC_RESTRICT zr = z + r * n;
+        for (int64_t i = 0; i < n; ++i)
+          ac[i] += zr[i] * zr[i];
+      }
+      for (int64_t i = 0; i < n; ++i)
+        ac[i] = sumq - 0.5f * ac[i];
     }
-    if (Grad) {
-      std::memset(dmu, 0, sizeof(float) * k * d);
-      std::memset(dicf, 0, sizeof(float) * k * p);
-      std::memset(diagAcc, 0, sizeof(float) * k * d);
-    }
+    // lse over the components, for all points at once.
+    for (int64_t i = 0; i < n; ++i)
+      lse[i] = a[i];
+    for (int64_t c = 1; c < k; ++c)
+      for (int64_t i = 0; i < n; ++i)
+        lse[i] = std::max(lse[i], a[c * n + i]);
+    for (int64_t i = 0; i < n; ++i)
+      work[i] = 0;
+    for (int64_t c = 0; c < k; ++c)
+      for (int64_t i = 0; i < n; ++i)
+        work[i] += gradc::exp(a[c * n + i] - lse[i]);
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const float *xi = x + i * d;
-      for (int64_t c = 0; c < k; ++c) {
-        const float *mu = means + c * d, *q = qd + c * d;
-        const float *l = icf + c * p + d;
-        float *GRADC_RESTRICT cc = cs + c * d;
-        float *GRADC_RESTRICT z = zs + c * d;
-        for (int64_t r = 0; r < d; ++r) {
-          cc[r] = xi[r] - mu[r];
-          z[r] = q[r] * cc[r];
-        }
-        for (int64_t j = 0; j < d; ++j) {
-          float cj = cc[j];
-          for (int64_t r = j + 1; r < d; ++r)
-            z[r] += *l++ * cj;
-        }
-        float sq = 0;
-        for (int64_t r = 0; r < d; ++r)
-          sq += z[r] * z[r];
-        a[c] = sumq[c] - 0.5f * sq;
-      }
-      float lsei = lse(a, k);
-      total += lsei;
-      if (!Grad)
-        continue;
-      for (int64_t c = 0; c < k; ++c) {
-        float w = gradc::exp(a[c] - lsei);
-        wsum[c] += w;
-        const float *q = qd + c * d, *cc = cs + c * d, *z = zs + c * d;
-        const float *l = icf + c * p + d;
-        float *GRADC_RESTRICT dl = dicf + c * p + d;
-        float *GRADC_RESTRICT dm = dmu + c * d;
-        float *GRADC_RESTRICT dg = diagAcc + c * d;
-        float dz[64];
-        for (int64_t r = 0; r < d; ++r) {
-          dz[r] = -w * z[r];
-          dg[r] += dz[r] * cc[r];
-          dm[r] -= q[r] * dz[r];
-        }
-        for (int64_t j = 0; j < d; ++j) {
-          float cj = cc[j], back = 0;
-          for (int64_t r = j + 1; r < d; ++r, ++l, ++dl) {
-            *dl += dz[r] * cj;
-            back += *l * dz[r];
-          }
-          dm[j] -= back;
-        }
-      }
+      lse[i] += gradc::log(work[i]);
+      total += lse[i];
     }
     // The terms that do not depend on the points.
-    float lseAlpha = lse(alphas, k);
+    float lseAlpha = alphas[0];
+    for (int64_t c = 1; c < k; ++c)
+      lseAlpha = std::max(lseAlpha, alphas[c]);
+    float se = 0;
+    for (int64_t c = 0; c < k; ++c)
+      se += gradc::exp(alphas[c] - lseAlpha);
+    lseAlpha += gradc::log(se);
     double prior = 0;
     for (int64_t c = 0; c < k; ++c) {
-      const float *q = qd + c * d, *l = icf + c * p + d;
-      double frob = 0;
-      for (int64_t r = 0; r < d; ++r)
-        frob += double(q[r]) * q[r];
+      const float *q = icf + c * p;
+      double frob = 0, sq = 0;
+      for (int64_t r = 0; r < d; ++r) {
+        frob += double(qd[c * d + r]) * qd[c * d + r];
+        sq += q[r];
+      }
       for (int64_t j = d; j < p; ++j)
-        frob += double(l[j - d]) * l[j - d];
-      prior += 0.5 * double(gamma) * gamma * frob -
-               double(m) * (sumq[c] - alphas[c]);
-      if (!Grad)
-        continue;
-      float g2 = gamma * gamma;
-      da[c] = float(wsum[c] - double(n) * gradc::exp(alphas[c] - lseAlpha));
-      float *GRADC_RESTRICT dq = dicf + c * p;
-      for (int64_t r = 0; r < d; ++r)
-        dq[r] =
-            float(wsum[c]) + q[r] * diagAcc[c * d + r] + g2 * q[r] * q[r] - m;
-      for (int64_t j = d; j < p; ++j)
-        dq[j] += g2 * icf[c * p + j];
+        frob += double(q[j]) * q[j];
+      prior += 0.5 * double(gamma) * gamma * frob - double(m) * sq;
     }
-    return float(double(consts) + total - double(n) * lseAlpha + prior);
+    float value = float(double(consts) + total - double(n) * lseAlpha + prior);
+    if (!Grad)
+      return value;
+
+    const float g2 = gamma * gamma;
+    for (int64_t c = 0; c < k; ++c) {
+      const float *q = icf + c * p, *l = q + d, *qe = qd + c * d;
+      float *GRADC_RESTRICT w = a + c * n;
+      for (int64_t i = 0; i < n; ++i)
+        w[i] = gradc::exp(w[i] - lse[i]);
+      float wsum = sum(w, n);
+      da[c] = wsum - float(n) * gradc::exp(alphas[c] - lseAlpha);
+      const float *cc = cs + c * d * n;
+      float *z = zs + c * d * n;
+      float colSum[64];
+      float *GRADC_RESTRICT dq = dicf + c * p;
+      for (int64_t r = 0; r < d; ++r) {
+        float *GRADC_RESTRICT zr = z + r * n;
+        for (int64_t i = 0; i < n; ++i)
+          zr[i] = -w[i] * zr[i]; // dz
+        colSum[r] = sum(zr, n);
+        dq[r] = wsum + qe[r] * dot(zr, cc + r * n, n) + g2 * qe[r] * qe[r] - m;
+      }
+      // dL[r, j] = Σ_i dz_r c_j; dmu_j = -(e^q_j S_j + Σ_r>j L[r, j] S_r).
+      float *GRADC_RESTRICT dl = dq + d;
+      float *GRADC_RESTRICT dm = dmu + c * d;
+      for (int64_t j = 0; j < d; ++j) {
+        float back = qe[j] * colSum[j];
+        for (int64_t r = j + 1; r < d; ++r, ++l, ++dl) {
+          *dl = dot(z + r * n, cc + j * n, n) + g2 * *l;
+          back += *l * colSum[r];
+        }
+        dm[j] = -back;
+      }
+    }
+    return value;
   }
 };
 

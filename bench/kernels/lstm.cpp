@@ -59,24 +59,31 @@ struct Lstm {
         float *GRADC_RESTRICT r = tape + ((Grad ? s * l : 0) + i) * per;
         const float *w = main + i * 8 * b, *bias = w + 4 * b;
         float *GRADC_RESTRICT h = hs + i * b, *GRADC_RESTRICT c = cs + i * b;
+        float *GRADC_RESTRICT xr = r + X * b;
+        if (i == 0)
+          for (int64_t j = 0; j < b; ++j)
+            xr[j] = xs[s * b + j] * e0[j];
+        else
+          std::memcpy(xr, in, sizeof(float) * b);
+        // One loop per gate, each a vectorisable map over the B units.
+        float *GRADC_RESTRICT f = r + F * b, *GRADC_RESTRICT g = r + G * b;
+        float *GRADC_RESTRICT o = r + O * b, *GRADC_RESTRICT u = r + U * b;
+        float *GRADC_RESTRICT tc = r + TC * b;
+        std::memcpy(r + H * b, h, sizeof(float) * b);
+        std::memcpy(r + C * b, c, sizeof(float) * b);
+        for (int64_t j = 0; j < b; ++j)
+          f[j] = gradc::sigmoid(xr[j] * w[j] + bias[j]);
+        for (int64_t j = 0; j < b; ++j)
+          g[j] = gradc::sigmoid(h[j] * w[b + j] + bias[b + j]);
+        for (int64_t j = 0; j < b; ++j)
+          o[j] = gradc::sigmoid(xr[j] * w[2 * b + j] + bias[2 * b + j]);
+        for (int64_t j = 0; j < b; ++j)
+          u[j] = gradc::tanh(h[j] * w[3 * b + j] + bias[3 * b + j]);
+        for (int64_t j = 0; j < b; ++j)
+          tc[j] = gradc::tanh(c[j] * f[j] + g[j] * u[j]);
         for (int64_t j = 0; j < b; ++j) {
-          float x = i == 0 ? xs[s * b + j] * e0[j] : in[j];
-          float f = gradc::sigmoid(x * w[j] + bias[j]);
-          float g = gradc::sigmoid(h[j] * w[b + j] + bias[b + j]);
-          float o = gradc::sigmoid(x * w[2 * b + j] + bias[2 * b + j]);
-          float u = gradc::tanh(h[j] * w[3 * b + j] + bias[3 * b + j]);
-          float cn = c[j] * f + g * u;
-          float tc = gradc::tanh(cn);
-          r[X * b + j] = x;
-          r[H * b + j] = h[j];
-          r[C * b + j] = c[j];
-          r[F * b + j] = f;
-          r[G * b + j] = g;
-          r[O * b + j] = o;
-          r[U * b + j] = u;
-          r[TC * b + j] = tc;
-          c[j] = cn;
-          h[j] = o * tc;
+          c[j] = c[j] * f[j] + g[j] * u[j];
+          h[j] = o[j] * tc[j];
         }
         in = h;
       }

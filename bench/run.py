@@ -242,7 +242,8 @@ LOOP_KERNELS = {
     "lstm": dict(
         sizes=[2, 1024, 14], quick=[2, 5, 3], names="l, c, b",
         inputs=lstm_inputs, torch=lstm_torch, cpp_lower="loops",
-        llvm_lower="loops", llvm_optional=True, hand_label="hand C++"),
+        llvm_lower="loops", llvm_optional=True, hand_label="hand C++",
+        torch_rounds=5),
 }
 
 
@@ -553,7 +554,10 @@ def main():
         torch_rows = []
         if have_torch and not args.no_torch:
             for threads in (2, 1):
-                f, fb = torch_times(spec, arrays, wrt, rounds, threads,
+                # A PyTorch LSTM call takes seconds: fewer rounds.
+                f, fb = torch_times(spec, arrays, wrt,
+                                    min(rounds, spec.get("torch_rounds",
+                                                         rounds)), threads,
                                     args.stat)
                 torch_rows.append(("PyTorch %s, %d thr" %
                                    (torch_version.split("+")[0], threads),

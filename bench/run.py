@@ -11,7 +11,9 @@ that holds the hand-written reference):
    --module-name=NAME_llvm; --llvm-lower=loops: the loop IR's LLVM
    printer instead), both with --value-and-grad (--no-blas: without
    BLAS), and links them with the harness into one program (--threads=N:
-   the C++ compiled and everything linked with -fopenmp);
+   the C++ compiled and everything linked with -fopenmp; the loop
+   workloads GMM and LSTM: always --lower=loops for both, and no LLVM
+   column while the LLVM printer cannot compile them);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -134,6 +136,121 @@ def normal(rng, shape, scale=1.0):
     return (scale * rng.standard_normal(shape)).astype(np.float32)
 
 
+# The loop workloads of issue 15 (dsl_examples/loops/): ADBench's GMM and
+# LSTM objectives. Both columns always use the loop IR's printers (the
+# default emitters have no `take` and no loops), and the LLVM column shows
+# '-' while its printer cannot compile them (`llvm_optional`).
+
+def gmm_inputs(rng, sizes):
+    """ADBench's GMM inputs in its icf layout, and dsl_examples/loops/
+    adbench_gmm.grad's index tables (reference.py builds the same)."""
+    n, d, k = sizes
+    p = d + d * (d - 1) // 2
+    tri = np.zeros((d, d), np.int32)
+    pos = d
+    for c in range(d):
+        for r in range(c + 1, d):
+            tri[r, c] = pos
+            pos += 1
+    gamma, m = 1.0, float(d)
+    # The constant terms: -nd/2 log 2pi and the Wishart normaliser (its
+    # log multivariate gamma summed by hand: no scipy).
+    wn = d + m + 1
+    a = 0.5 * wn
+    lmg = d * (d - 1) / 4 * math.log(math.pi) + sum(
+        math.lgamma(a + (1 - j) / 2) for j in range(1, d + 1))
+    consts = -n * d * 0.5 * math.log(2 * math.pi) - k * (
+        wn * d * math.log(gamma / math.sqrt(2)) - lmg)
+    f32 = lambda v: np.asarray(v, np.float32)
+    return {
+        "x": normal(rng, (n, d)),
+        "alphas": normal(rng, k),
+        "means": rng.uniform(0, 1, (k, d)).astype(np.float32),
+        "icf": normal(rng, (k, p), 0.5),
+        "diag": np.arange(d, dtype=np.int32),
+        "tri": tri,
+        "mask": f32(np.tril(np.ones((d, d)), -1)),
+        "eye": f32(np.eye(d)),
+        "gamma": f32(gamma), "m": f32(m), "consts": f32(consts),
+    }, ["alphas", "means", "icf"]
+
+
+def gmm_torch(t, F):
+    """ADBench's objective as a PyTorch user writes it: one batched
+    expression over points and components."""
+    import torch
+    x, alphas, means, icf = t["x"], t["alphas"], t["means"], t["icf"]
+    n, d = x.shape
+    qs = icf[:, :d]
+    ls = icf[:, t["tri"].long()] * t["mask"]
+    centered = x[:, None, :] - means[None]
+    qx = torch.exp(qs)[None] * centered + torch.einsum("kij,nkj->nki", ls,
+                                                       centered)
+    inner = alphas + qs.sum(1) - 0.5 * (qx * qx).sum(2)
+    slse = torch.logsumexp(inner, 1).sum() - n * torch.logsumexp(alphas, 0)
+    g, m = t["gamma"], t["m"]
+    prior = (0.5 * g * g * ((torch.exp(qs) ** 2).sum(1) +
+                            (ls ** 2).sum((1, 2))) - m * qs.sum(1)).sum()
+    return t["consts"] + slse + prior
+
+
+def lstm_inputs(rng, sizes):
+    """ADBench's LSTM: l layers of b units over a sequence of c elements
+    (c - 1 predictions)."""
+    l, c, b = sizes
+    seq = normal(rng, (c, b))
+    return {
+        "main": normal(rng, (l, 2, 4, b), 0.5),
+        "extra": normal(rng, (3, b), 0.5),
+        "state": normal(rng, (l, 2, b), 0.5),
+        "xs": np.ascontiguousarray(seq[:-1]),
+        "golds": np.ascontiguousarray(seq[1:]),
+    }, ["main", "extra"]
+
+
+def lstm_torch(t, F):
+    """ADBench's PyTorch LSTM objective: a Python loop over the steps and
+    the layers, the four gates as one elementwise product."""
+    import torch
+    main, extra, state = t["main"], t["extra"], t["state"]
+    xs, golds = t["xs"], t["golds"]
+    l, b = main.shape[0], main.shape[3]
+    hs = [state[i, 0] for i in range(l)]
+    cs = [state[i, 1] for i in range(l)]
+    total = 0
+    for s in range(xs.shape[0]):
+        x = xs[s] * extra[0]
+        for i in range(l):
+            gates = torch.cat((x, hs[i], x, hs[i])) * main[i, 0].reshape(-1) \
+                + main[i, 1].reshape(-1)
+            forget = torch.sigmoid(gates[:b])
+            ingate = torch.sigmoid(gates[b:2 * b])
+            outgate = torch.sigmoid(gates[2 * b:3 * b])
+            change = torch.tanh(gates[3 * b:])
+            cs[i] = cs[i] * forget + ingate * change
+            hs[i] = outgate * torch.tanh(cs[i])
+            x = hs[i]
+        ypred = x * extra[1] + extra[2]
+        ynorm = ypred - torch.log(2 + torch.exp(ypred).sum())
+        total = total + (golds[s] * ynorm).sum()
+    return -total / golds.numel()
+
+
+LOOP_KERNELS = {
+    # ADBench's GMM 1k set has d in 2..64 and K in 5..200 over n = 1000.
+    "gmm": dict(
+        sizes=[1000, 10, 25], quick=[10, 3, 5], names="N, D, K",
+        inputs=gmm_inputs, torch=gmm_torch, cpp_lower="loops",
+        llvm_lower="loops", llvm_optional=True, hand_label="hand C++"),
+    # ADBench's lstm_l2_c1024 (b = 14, its alphabet).
+    "lstm": dict(
+        sizes=[2, 1024, 14], quick=[2, 5, 3], names="l, c, b",
+        inputs=lstm_inputs, torch=lstm_torch, cpp_lower="loops",
+        llvm_lower="loops", llvm_optional=True, hand_label="hand C++",
+        torch_rounds=5),
+}
+
+
 KERNELS = {
     "k1": dict(
         sizes=[64], quick=[4], names="B",
@@ -170,6 +287,7 @@ KERNELS = {
     "block": dict(
         sizes=[128], quick=[5], names="T",
         inputs=block_inputs, torch=block_torch),
+    **LOOP_KERNELS,
 }
 
 
@@ -189,9 +307,15 @@ def run(cmd, **kw):
     return ms, proc.stdout
 
 
-def build(name, args, work):
+# Kernel -> why the LLVM backend did not compile it (`llvm_optional`).
+LLVM_SKIPPED = {}
+
+
+def build(name, args, work, spec=None):
     """Compiles the kernel both ways and links the harness; returns the
-    compile times in ms."""
+    compile times in ms (without an LLVM entry when a kernel marked
+    `llvm_optional` does not compile with the LLVM backend)."""
+    spec = spec or {}
     grad = os.path.join(HERE, "kernels", name + ".grad")
     gradc = args.gradc
     cxx = [args.cxx, "-std=c++17", "-O3", "-march=native",
@@ -203,6 +327,7 @@ def build(name, args, work):
         cxx.append("-fopenmp")
     times = {}
     o = lambda f: os.path.join(work, f)
+    lower = spec.get("cpp_lower") or args.lower
     vg = ["--value-and-grad"]
     # BLAS as gradc_add_module uses it where OpenBLAS is found.
     blas_cpp = [] if args.no_blas else ["-DGRADC_USE_BLAS"]
@@ -210,21 +335,34 @@ def build(name, args, work):
     times["gradc --emit=cpp"], _ = run(
         [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.cpp")] + vg +
-        (["--lower=" + args.lower] if args.lower else []))
+        (["--lower=" + lower] if lower else []))
     run([gradc, grad, "--emit=header", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.h")] + vg)
     times["g++ -O3 of it"], _ = run(
         cxx + blas_cpp + ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
-    times["gradc --emit=obj"], _ = run(
-        [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
-         "-o", o(name + "_llvm.o")] + vg + blas_llvm +
-        (["--lower=" + args.llvm_lower] if args.llvm_lower else []))
-    run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
-         "-o", o(name + "_llvm.h")] + vg)
+    llvm_lower = spec.get("llvm_lower") or args.llvm_lower
+    llvm_cmd = [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
+                "-o", o(name + "_llvm.o")] + vg + blas_llvm + (
+                    ["--lower=" + llvm_lower] if llvm_lower else [])
+    objects = [o(name + "_cpp.o"), o(name + "_llvm.o")]
+    if spec.get("llvm_optional"):
+        start = time.perf_counter()
+        llvm = subprocess.run(llvm_cmd, capture_output=True, text=True)
+        llvm_ms = (time.perf_counter() - start) * 1e3
+    if spec.get("llvm_optional") and llvm.returncode != 0:
+        # The harness leaves the LLVM column out (BENCH_NO_LLVM): '-'.
+        objects.pop()
+        cxx.append("-DBENCH_NO_LLVM")
+        LLVM_SKIPPED[name] = (llvm.stderr.strip().splitlines() or
+                              ["exit status %d" % llvm.returncode])[0]
+    else:
+        times["gradc --emit=obj"] = (llvm_ms if spec.get("llvm_optional")
+                                     else run(llvm_cmd)[0])
+        run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
+             "-o", o(name + "_llvm.h")] + vg)
     run(cxx + ["-I", os.path.join(HERE, "harness"),
-               os.path.join(HERE, "kernels", name + ".cpp"),
-               o(name + "_cpp.o"), o(name + "_llvm.o"),
-               "-o", o(name + "_bench")] + args.libs.split())
+               os.path.join(HERE, "kernels", name + ".cpp")] + objects +
+        ["-o", o(name + "_bench")] + args.libs.split())
     return times
 
 
@@ -391,7 +529,7 @@ def main():
         work = os.path.join(work_root, name)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        compile_ms = build(name, args, work)
+        compile_ms = build(name, args, work, spec)
         rng = np.random.default_rng(20261201)
         arrays, wrt = spec["inputs"](rng, sizes)
         for k, a in arrays.items():
@@ -451,7 +589,10 @@ def main():
         torch_rows = []
         if have_torch and not args.no_torch:
             for threads in (2, 1):
-                f, fb = torch_times(spec, arrays, wrt, rounds, threads,
+                # A PyTorch LSTM call takes seconds: fewer rounds.
+                f, fb = torch_times(spec, arrays, wrt,
+                                    min(rounds, spec.get("torch_rounds",
+                                                         rounds)), threads,
                                     args.stat)
                 torch_rows.append(("PyTorch %s, %d thr" %
                                    (torch_version.split("+")[0], threads),
@@ -465,8 +606,13 @@ def main():
         print("| implementation | forward | gradient | value+grad | "
               "grad / hand v+g | v+g / hand v+g | grad / fwd | max rel err |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        rows = [("hand C++ (OpenBLAS)", "hand"), ("gradc C++ backend", "cpp"),
-                ("gradc LLVM backend", "llvm")]
+        rows = [(spec.get("hand_label", "hand C++ (OpenBLAS)"), "hand"),
+                ("gradc C++ backend" + (" (loop printer)"
+                                        if spec.get("cpp_lower") else ""),
+                 "cpp"),
+                ("gradc LLVM backend" + (" (loop printer)"
+                                         if spec.get("llvm_lower") else ""),
+                 "llvm")]
         if args.threads > 1:
             rows += [("gradc C++ backend, %d thr" % args.threads, "cpp_thr"),
                      ("gradc LLVM backend, %d thr" % args.threads,
@@ -474,8 +620,11 @@ def main():
         for label, key in rows:
             fwd, grad, vg = (times.get("%s_%s" % (key, k))
                              for k in ("fwd", "grad", "vg"))
-            err = max(v for k, v in errors.items()
-                      if k.rsplit("_", 1)[0] == key)
+            err = max((v for k, v in errors.items()
+                       if k.rsplit("_", 1)[0] == key), default=None)
+            if err is None:  # not built (llvm_optional)
+                print("| %s | - | - | - | - | - | - | - |" % label)
+                continue
             print("| %s | %s | %s | %s | %s | %s | %s | %.1e%s |" % (
                 label, fmt_time(fwd), fmt_time(grad), fmt_time(vg),
                 fmt_ratio(grad, base), fmt_ratio(vg, base),
@@ -488,6 +637,9 @@ def main():
                 fmt_ratio(fb, f)))
         print("compile: " + ", ".join("%s %.0f ms" % kv
                                       for kv in compile_ms.items()))
+        if name in LLVM_SKIPPED:
+            print("LLVM column: gradc --emit=obj fails: " +
+                  LLVM_SKIPPED[name])
     print("\n%s" % ("all results agree with PyTorch f64 within %g" % TOLERANCE
                     if ok else "FAIL: some result differs from PyTorch f64"))
     if have_torch and not args.no_torch and not args.quick:

@@ -3,13 +3,14 @@ values and gradients with PyTorch in f64.
 
     reference.py GRADC EXAMPLE [--backend NAME] [--dtype f64|f32] [SIZE=N ...]
 
-EXAMPLE is one of rnn, gmm, lstm, rk4. The inputs are seeded random
-numbers of the given sizes (defaults: small, as the tests use); the
-program is run as written (--dtype f64) or with every f64 made f32
-(--dtype f32), or the other way for rnn.grad, which is f32 as written. Values
-and gradients must agree to a relative 1e-6 in f64 and 1e-4 in f32.
-Another backend is one more --backend. Prints one line per compared
-number group and exits 1 on the first mismatch.
+EXAMPLE is one of rnn, echo (rnn_echo.grad), gmm, lstm, rk4. The inputs
+are seeded random numbers of the given sizes (defaults: small, as the
+tests use); the program is run as written (--dtype f64) or with every f64
+made f32 (--dtype f32), or the other way for rnn.grad and rnn_echo.grad,
+which are f32 as written. Values and gradients must agree to a relative
+1e-6 in f64 and 1e-4 in f32. Another backend is one more --backend.
+Prints one line per compared number group and exits 1 on the first
+mismatch.
 """
 
 import math
@@ -48,6 +49,27 @@ def rnn(sizes, gen):
     loss.backward()
     args = [xs, h0, w.detach(), u.detach()]
     return "rnn", args, [loss, w.grad, u.grad], ["rnn_checkpointed"]
+
+
+def echo(sizes, gen):
+    """rnn_echo.grad's loss: the trained RNN of dsl_examples/rnn_train."""
+    T, B, D, O, H = (sizes.get(k, v) for k, v in
+                     (("T", 6), ("B", 2), ("D", 2), ("O", 2), ("H", 3)))
+    xs = torch.randn(T, B, D, generator=gen)
+    ys = torch.randn(T, B, O, generator=gen)
+    h0 = torch.randn(B, H, generator=gen) * 0.5
+    params = [(torch.randn(*s, generator=gen) * 0.5).requires_grad_()
+              for s in ((D, H), (H, H), (H,), (H, O), (O,))]
+    w, u, b, v, c = params
+    h, errors = h0, []
+    for t in range(T):
+        h = torch.tanh(xs[t] @ w + h @ u + b)
+        e = h @ v + c - ys[t]
+        errors.append(e * e)
+    loss = torch.stack(errors).mean()
+    loss.backward()
+    args = [xs, ys, h0] + [p.detach() for p in params]
+    return "loss", args, [loss] + [p.grad for p in params], []
 
 
 def gmm(sizes, gen):
@@ -142,7 +164,7 @@ def rk4(sizes, gen):
             [loss, x0.grad, p.grad], ["pendulum_every", "pendulum_binomial"])
 
 
-FILES = {"rnn": "rnn.grad", "gmm": "adbench_gmm.grad",
+FILES = {"rnn": "rnn.grad", "echo": "rnn_echo.grad", "gmm": "adbench_gmm.grad",
          "lstm": "adbench_lstm.grad", "rk4": "rk4_checkpoint.grad"}
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf")
 
@@ -173,8 +195,8 @@ def main():
     gen = torch.Generator().manual_seed(15)
     fn, inputs, want, others = globals()[example](sizes, gen)
     source = open(os.path.join(HERE, FILES[example])).read()
-    # rnn.grad is f32 as written; the others f64.
-    native = "f32" if example == "rnn" else "f64"
+    # rnn.grad and rnn_echo.grad are f32 as written; the others f64.
+    native = "f32" if example in ("rnn", "echo") else "f64"
     dtype = dtype or native
     if dtype != native:
         source = source.replace(native, dtype)

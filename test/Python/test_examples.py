@@ -1,7 +1,8 @@
 """The Python examples of dsl_examples/python/, with bounded steps: the
 spiral MLP trained from Python, DANN with gradc's gradient reversal in a
 PyTorch model, and DistributedDataParallel over two gloo processes on
-127.0.0.1 following the one-process loss curve."""
+127.0.0.1 following the one-process loss curve, and the RNN of
+loops/rnn_echo.grad trained from Python."""
 
 import os
 import re
@@ -56,3 +57,13 @@ def test_ddp_two_processes_follow_one():
         assert abs(float(a) - float(b)) < 1e-5
     assert float(curves[-1][0]) < float(curves[0][0])
     assert single  # the columns were printed
+
+
+def test_rnn_train():
+    # A loop in a Python module: rnn_echo.grad through the loop printer.
+    rc, out = run("rnn_train.py", "--steps", "100", "--report", "50")
+    assert rc == 0, out
+    loss = numbers(out, "held-out loss")
+    assert len(loss) == 3
+    assert loss[0] > 0.1                  # about the targets' mean square
+    assert loss[-1] < loss[0] / 10

@@ -441,10 +441,11 @@ int compileCommand(Compilation &c) {
   case EmitKind::Header:
   case EmitKind::Python: {
     // The loop IR lowers loops and indexing; the per-op emitters do not.
-    // A header declares the exported functions, whichever code defines
-    // them.
+    // A header declares the exported functions, and a Python module calls
+    // them, whichever code defines them.
     bool viaLoops = (emitKind == EmitKind::Cpp && lowerTo == "loops") ||
-                    emitKind == EmitKind::Header;
+                    emitKind == EmitKind::Header ||
+                    emitKind == EmitKind::Python;
     if (!viaLoops && !emit::checkBackendSupport(*c.ir, "C++", *c.diags))
       return c.finish();
     emit::EmitOptions options;

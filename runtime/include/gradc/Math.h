@@ -9,10 +9,12 @@
 //     through gradc/Runtime.h, the LLVM backend links this file compiled
 //     to LLVM bitcode (compiler/lib/Emit/MathBitcode.cpp) into every
 //     module, and the interpreter calls them for f32, so the three agree
-//     bit for bit. Each is inline, branch-free (every select is a blend of
-//     computed values), without tables or libm calls, so a loop around it
-//     vectorises at -O2. Bounds, measured over every f32
-//     (utils/math-ulp.cpp), are in docs/Math.md.
+//     bit for bit. Each is forced inline, branch-free (every select is a
+//     blend of computed values), without tables or libm calls, so a loop
+//     around it vectorises with g++ -O3 and clang++ -O2 (docs/Math.md
+//     says what stopped GCC; test/Runtime/math-vectorize.cpp checks it).
+//     Bounds, measured over every f32 (utils/math-ulp.cpp), are in
+//     docs/Math.md.
 //
 // Contraction: the functions are written for separately rounded `*` and
 // `+`. Clang is pinned to that below (no FMA contraction in this file,
@@ -36,6 +38,15 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+// Every f32 function and its helpers are forced inline: GCC's heuristics
+// keep sin, cos and pow (and at -O2 Clang's too) out of line, and a call
+// in a loop stops it from vectorising.
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADC_MATH_INLINE __attribute__((always_inline)) inline
+#else
+#define GRADC_MATH_INLINE inline
+#endif
 
 #ifdef __clang__
 #pragma float_control(push)
@@ -132,18 +143,18 @@ template <typename T> inline T relu(T x) { return x <= T(0) ? T(0) : x; }
 
 namespace detail {
 
-inline uint32_t bitsOf(float x) {
+GRADC_MATH_INLINE uint32_t bitsOf(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
 }
-inline float floatOf(uint32_t u) {
+GRADC_MATH_INLINE float floatOf(uint32_t u) {
   float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
 /// 2^n for an integer n in [-126, 127].
-inline float pow2(int32_t n) {
+GRADC_MATH_INLINE float pow2(int32_t n) {
   return floatOf(static_cast<uint32_t>(n + 127) << 23);
 }
 
@@ -153,12 +164,12 @@ inline float pow2(int32_t n) {
 /// ternary whose arms are floating-point arithmetic is not if-converted,
 /// which stops the loop around it from vectorising; a blend of values
 /// already computed always vectorises. Generated code uses it for `select`.
-inline float select(bool cond, float a, float b) {
+GRADC_MATH_INLINE float select(bool cond, float a, float b) {
   uint32_t mask = 0u - static_cast<uint32_t>(cond);
   return detail::floatOf((detail::bitsOf(a) & mask) |
                          (detail::bitsOf(b) & ~mask));
 }
-inline double select(bool cond, double a, double b) {
+GRADC_MATH_INLINE double select(bool cond, double a, double b) {
   uint64_t mask = uint64_t(0) - static_cast<uint64_t>(cond);
   uint64_t ua, ub;
   std::memcpy(&ua, &a, sizeof ua);
@@ -173,7 +184,7 @@ inline uint8_t select(bool cond, uint8_t a, uint8_t b) { return cond ? a : b; }
 
 /// e^x; at most 1.05 ulp (measured over every f32); 0 below -103.97, +inf
 /// above 88.72, subnormal results rounded once, NaN propagated.
-inline float exp(float x) {
+GRADC_MATH_INLINE float exp(float x) {
   // x = n ln2 + r with |r| <= ln2 / 2; n is found by adding 1.5 * 2^23,
   // which rounds x / ln2 to an integer in the low mantissa bits, without
   // a float-to-int conversion that NaN would make undefined. NaN flows
@@ -202,7 +213,7 @@ inline float exp(float x) {
 
 /// ln x; at most 0.85 ulp (measured over every f32); -inf at 0, NaN below 0,
 /// subnormals handled.
-inline float log(float x) {
+GRADC_MATH_INLINE float log(float x) {
   // Scale subnormals up by 2^23 so that the exponent field is exact.
   bool tiny = x < 1.17549435e-38f;
   float xs = gradc::select(tiny, x * 8388608.0f, x);
@@ -237,7 +248,7 @@ inline float log(float x) {
 }
 
 /// tanh x; at most 1.34 ulp (measured over every f32).
-inline float tanh(float x) {
+GRADC_MATH_INLINE float tanh(float x) {
   float a = std::fabs(x);
   // Small |x|: tanh x = x + x^3 T(x^2), T a degree-5 fit on [0, 0.625^2]
   // (error 1.6e-9).
@@ -256,7 +267,7 @@ inline float tanh(float x) {
 }
 
 /// 1 / (1 + e^-x); at most 2.41 ulp (measured over every f32).
-inline float sigmoid(float x) {
+GRADC_MATH_INLINE float sigmoid(float x) {
   // With e = e^-|x| in (0, 1] nothing overflows: sigmoid(|x|) = 1 / (1 + e)
   // and sigmoid(-|x|) = e / (1 + e), which keeps tiny results accurate.
   float e = gradc::exp(-std::fabs(x));
@@ -264,7 +275,7 @@ inline float sigmoid(float x) {
 }
 
 /// ln(1 + e^x); at most 2.82 ulp (measured over every f32).
-inline float softplus(float x) {
+GRADC_MATH_INLINE float softplus(float x) {
   // ln(1 + e^x) = max(x, 0) + log1p(e^-|x|), and log1p(e) is
   // ln(u) * e / (u - 1) with u = 1 + e rounded (Goldberg's trick: exact
   // for the rounded u), or e itself when u rounds to 1.
@@ -280,12 +291,12 @@ inline float softplus(float x) {
 
 namespace detail {
 
-inline uint64_t bitsOf(double x) {
+GRADC_MATH_INLINE uint64_t bitsOf(double x) {
   uint64_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
 }
-inline double doubleOf(uint64_t u) {
+GRADC_MATH_INLINE double doubleOf(uint64_t u) {
   double x;
   std::memcpy(&x, &u, sizeof x);
   return x;
@@ -294,7 +305,7 @@ inline double doubleOf(uint64_t u) {
 /// The integer nearest to v (ties to even), without a call of rint, which
 /// needs SSE4.1 to vectorise: for |v| < 2^52, |v| + 2^52 has no fraction
 /// bits left, so the addition rounds |v|; from 2^52 up v is an integer.
-inline double roundToInt(double v) {
+GRADC_MATH_INLINE double roundToInt(double v) {
   double a = std::fabs(v);
   double r = std::copysign((a + 4503599627370496.0) - 4503599627370496.0, v);
   return gradc::select(a < 4503599627370496.0, r, v);
@@ -310,9 +321,20 @@ inline double roundToInt(double v) {
 /// error into a double-double (TwoSum), which keeps the ~2^-64 of f that
 /// an f32 closest to a multiple of pi/2 needs. Non-finite x must be
 /// replaced by 0 before. This is one step: adds x c modulo 4 to hi + lo.
-inline void addReducedProduct(double x, double c, double &hi, double &lo) {
+/// `Size` bounds |x c| (|x| < 2^128 and the chunk known): Any, below 2^53
+/// (then the 1.5 * 2^52 shifter rounds p / 4 as roundToInt does), or
+/// below 2 (then the remainder is p itself). The three compute the same
+/// m_j; the cheaper forms save a third of the reduction.
+enum class ProductSize { Any, Below2p53, Below2 };
+template <ProductSize Size>
+GRADC_MATH_INLINE void addReducedProduct(double x, double c, double &hi,
+                                         double &lo) {
   double p = x * c;
-  double m = p - 4.0 * roundToInt(p * 0.25);
+  double m = p;
+  if constexpr (Size == ProductSize::Any)
+    m = p - 4.0 * roundToInt(p * 0.25);
+  else if constexpr (Size == ProductSize::Below2p53)
+    m = p - 4.0 * ((p * 0.25 + 6755399441055744.0) - 6755399441055744.0);
   // TwoSum: hi + m = s + e exactly.
   double s = hi + m;
   double v = s - hi;
@@ -322,19 +344,20 @@ inline void addReducedProduct(double x, double c, double &hi, double &lo) {
 }
 
 /// The reduction of an f32 x (as a double) by pi/2 (addReducedProduct).
-inline void reduceHalfPi(double x, int32_t &quadrant, double &fHi,
-                         double &fLo) {
+GRADC_MATH_INLINE void reduceHalfPi(double x, uint64_t &quadrant, double &fHi,
+                                    double &fLo) {
   // Written out rather than a loop over a table, so that nothing is left
-  // for the vectoriser but straight-line code.
+  // for the vectoriser but straight-line code. |x| < 2^128 and c_j <
+  // 2^(28 - 28j), so |x c_j| < 2^43 from j = 4 and < 2^-14 from j = 6.
   double hi = 0, lo = 0;
-  addReducedProduct(x, 0xa2f9836p-28, hi, lo);
-  addReducedProduct(x, 0xe4e4415p-56, hi, lo);
-  addReducedProduct(x, 0x29fc275p-84, hi, lo);
-  addReducedProduct(x, 0x7d1f534p-112, hi, lo);
-  addReducedProduct(x, 0xddc0db6p-140, hi, lo);
-  addReducedProduct(x, 0x295993cp-168, hi, lo);
-  addReducedProduct(x, 0x439041fp-196, hi, lo);
-  addReducedProduct(x, 0xe5163abp-224, hi, lo);
+  addReducedProduct<ProductSize::Any>(x, 0xa2f9836p-28, hi, lo);
+  addReducedProduct<ProductSize::Any>(x, 0xe4e4415p-56, hi, lo);
+  addReducedProduct<ProductSize::Any>(x, 0x29fc275p-84, hi, lo);
+  addReducedProduct<ProductSize::Below2p53>(x, 0x7d1f534p-112, hi, lo);
+  addReducedProduct<ProductSize::Below2p53>(x, 0xddc0db6p-140, hi, lo);
+  addReducedProduct<ProductSize::Below2>(x, 0x295993cp-168, hi, lo);
+  addReducedProduct<ProductSize::Below2>(x, 0x439041fp-196, hi, lo);
+  addReducedProduct<ProductSize::Below2>(x, 0xe5163abp-224, hi, lo);
   // |hi| <= 16: take out its integer part, then renormalise.
   double n = roundToInt(hi);
   hi -= n;
@@ -343,13 +366,16 @@ inline void reduceHalfPi(double x, int32_t &quadrant, double &fHi,
   fHi = s;
   // f may still be just above 1/2 after the renormalisation; that only
   // stretches the polynomials' interval by an ulp.
-  quadrant = static_cast<int32_t>(n) & 3;
+  // The quadrant from the bits of n + 1.5 * 2^52 (n is an integer in
+  // [-16, 16], so its two's complement is in the low bits): no
+  // double-to-integer conversion, which few targets have in vectors.
+  quadrant = bitsOf(n + 6755399441055744.0) & 3;
 }
 
 /// sin and cos of r in [-pi/4 - 2^-50, pi/4 + 2^-50], in double: Taylor
 /// polynomials, truncated where the next term is below 2^-36 relative
 /// (r^13/13! and r^14/14! at pi/4), well under the 2^-24 an f32 needs.
-inline double sinPoly(double r) {
+GRADC_MATH_INLINE double sinPoly(double r) {
   double z = r * r;
   double p = -2.5052108385441720e-08; // -1/11!
   p = p * z + 2.7557319223985893e-06; // 1/9!
@@ -358,7 +384,7 @@ inline double sinPoly(double r) {
   p = p * z - 1.6666666666666667e-01; // -1/3!
   return r + r * z * p;
 }
-inline double cosPoly(double r) {
+GRADC_MATH_INLINE double cosPoly(double r) {
   double z = r * r;
   double p = 2.0876756987868099e-09;  // 1/12!
   p = p * z - 2.7557319223985891e-07; // -1/10!
@@ -372,11 +398,11 @@ inline double cosPoly(double r) {
 /// sin x (cosine = false) or cos x (true) of an f32, via sin/cos of
 /// x = (4k + q + f) pi/2: sin x is sin r, cos r, -sin r, -cos r for q = 0,
 /// 1, 2, 3 with r = f pi/2, and cos x = sin(x + pi/2) shifts q by one.
-inline float sinCos(float x, bool cosine) {
+GRADC_MATH_INLINE float sinCos(float x, bool cosine) {
   float a = std::fabs(x);
   bool finite = a <= std::numeric_limits<float>::max();
   double xd = gradc::select(finite, static_cast<double>(x), 0.0);
-  int32_t q;
+  uint64_t q;
   double fHi, fLo;
   reduceHalfPi(xd, q, fHi, fLo);
   // r = f pi/2, pi/2 as a double-double (hi 0x1.921fb54442d18p+0).
@@ -384,8 +410,12 @@ inline float sinCos(float x, bool cosine) {
              (fHi * 6.123233995736766e-17 + fLo * 1.5707963267948966);
   q += cosine ? 1 : 0;
   double s = sinPoly(r), c = cosPoly(r);
-  double v = gradc::select((q & 1) != 0, c, s);
-  v = gradc::select((q & 2) != 0, -v, v);
+  // The quadrant's bits as masks: a bool made of an integer's bit (as in
+  // `(q & 1) != 0`) stops GCC's vectoriser ("bit-precision arithmetic not
+  // supported"), a comparison of floating-point values does not.
+  uint64_t odd = uint64_t(0) - (q & 1);
+  double v = doubleOf((bitsOf(c) & odd) | (bitsOf(s) & ~odd));
+  v = doubleOf(bitsOf(v) ^ ((q & 2) << 62)); // -v in quadrants 2 and 3
   float result = static_cast<float>(v);
   // NaN for inf and NaN (x - x), and sin(+-0) = +-0.
   result = gradc::select(finite, result, x - x);
@@ -395,9 +425,15 @@ inline float sinCos(float x, bool cosine) {
 /// log2 a in double for a finite a > 0: a = 2^e m with m in [sqrt(1/2),
 /// sqrt(2)) and ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716,
 /// as the series 2 (s + s^3/3 + ... + s^19/19) (next term below 2^-52).
-inline double log2Positive(double a) {
+GRADC_MATH_INLINE double log2Positive(double a) {
   uint64_t offset = bitsOf(a) - 0x3fe6a09e667f3bcdull; // bits of sqrt(1/2)
-  int64_t e = static_cast<int64_t>(offset) >> 52;
+  // e = offset >> 52 (arithmetic) as a double, from bits: flipping the
+  // sign bit makes the shift logical with e + 2048 in [0, 4095], which
+  // as the low bits of 2^52 is exact. (AVX2 has neither a 64-bit
+  // arithmetic shift nor int64-to-double conversion in vectors.)
+  double ed = doubleOf(((offset ^ 0x8000000000000000ull) >> 52) |
+                       0x4330000000000000ull) -
+              4503599627372544.0; // 2^52 + 2048
   double m = doubleOf((offset & 0x000fffffffffffffull) + 0x3fe6a09e667f3bcdull);
   double s = (m - 1.0) / (m + 1.0);
   double z = s * s;
@@ -411,14 +447,15 @@ inline double log2Positive(double a) {
   p = p * z + 1.0 / 5;
   p = p * z + 1.0 / 3;
   double lnM = 2.0 * (s + s * z * p);
-  return static_cast<double>(e) + lnM * 1.4426950408889634; // 1/ln 2
+  return ed + lnM * 1.4426950408889634; // 1/ln 2
 }
 
 /// 2^z in double for z in [-200, 200]: z = n + r, |r| <= 1/2, 2^r =
 /// e^(r ln 2) by its Taylor series to degree 12 (next term below 2^-50),
 /// scaled by 2^n built from its bits.
-inline double exp2Bounded(double z) {
-  double n = (z + 6755399441055744.0) - 6755399441055744.0; // 1.5 * 2^52
+GRADC_MATH_INLINE double exp2Bounded(double z) {
+  double t = z + 6755399441055744.0; // 1.5 * 2^52
+  double n = t - 6755399441055744.0;
   double w = (z - n) * 0.6931471805599453;
   double p = 1.0 / 479001600; // 1/12!
   p = p * w + 1.0 / 39916800;
@@ -433,8 +470,9 @@ inline double exp2Bounded(double z) {
   p = p * w + 0.5;
   p = p * w + 1.0;
   p = p * w + 1.0;
-  int64_t ni = static_cast<int64_t>(n);
-  return p * doubleOf(static_cast<uint64_t>(ni + 1023) << 52);
+  // 2^n: n's two's complement is in the low bits of t, and the bits of
+  // t - 1.5 * 2^52 + 1023 are n's biased exponent.
+  return p * doubleOf((bitsOf(t) - 0x4338000000000000ull + 1023) << 52);
 }
 
 } // namespace detail
@@ -442,14 +480,14 @@ inline double exp2Bounded(double z) {
 /// sin x; at most 0.5 ulp plus the double rounding of a result computed
 /// in double (measured over every f32: docs/Math.md). Exact reduction for
 /// every finite x; NaN for inf and NaN; sin(-0) = -0.
-inline float sin(float x) { return detail::sinCos(x, false); }
+GRADC_MATH_INLINE float sin(float x) { return detail::sinCos(x, false); }
 
 /// cos x; as sin.
-inline float cos(float x) { return detail::sinCos(x, true); }
+GRADC_MATH_INLINE float cos(float x) { return detail::sinCos(x, true); }
 
 /// atan x, computed in double; as sin (docs/Math.md). atan(+-inf) =
 /// +-pi/2 rounded, atan(-0) = -0, NaN propagated.
-inline float atan(float x) {
+GRADC_MATH_INLINE float atan(float x) {
   // |x| > 1: atan |x| = pi/2 - atan(1/|x|). t > tan(pi/8): atan t = pi/4 +
   // atan((t - 1) / (t + 1)). Then |u| <= tan(pi/8) = 0.4142 and atan u =
   // u - u^3/3 + ... - u^31/31 (next term below 2^-42 relative).
@@ -487,12 +525,12 @@ inline float atan(float x) {
 /// The special values of C99's pow: x^0 = 1 and 1^y = 1 even for NaN,
 /// (-1)^(+-inf) = 1, a negative finite x with a non-integer y is NaN, the
 /// sign of an odd integer power of a negative x (or -0) is kept.
-inline float pow(float x, float y) {
+GRADC_MATH_INLINE float pow(float x, float y) {
   float ax = std::fabs(x);
   double yd = static_cast<double>(y);
   // log2 |x|: -inf at 0, +inf at inf, NaN for NaN.
   double axd = static_cast<double>(ax);
-  bool normal = ax > 0.0f && ax <= std::numeric_limits<float>::max();
+  bool normal = (ax > 0.0f) & (ax <= std::numeric_limits<float>::max());
   double l = detail::log2Positive(gradc::select(normal, axd, 1.0));
   const double inf = std::numeric_limits<double>::infinity();
   l = gradc::select(ax == 0.0f, -inf, l);
@@ -510,21 +548,22 @@ inline float pow(float x, float y) {
   // from 2^24 up, and inf, is even).
   bool integer = detail::roundToInt(yd) == yd;
   double half = yd * 0.5;
-  bool odd = integer && detail::roundToInt(half) != half;
-  bool negative = (detail::bitsOf(x) >> 31) != 0;
-  double v = gradc::select(negative && odd, -magnitude, magnitude);
+  bool odd = integer & (detail::roundToInt(half) != half);
+  bool negative = static_cast<int32_t>(detail::bitsOf(x)) < 0;
+  double v = gradc::select(negative & odd, -magnitude, magnitude);
   float result = static_cast<float>(v);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  result = gradc::select(x < 0.0f && ax <= std::numeric_limits<float>::max() &&
-                             !integer && y == y,
-                         nan, result);
+  result =
+      gradc::select((x < 0.0f) & (ax <= std::numeric_limits<float>::max()) &
+                        !integer & (y == y),
+                    nan, result);
   // x^2 is x * x, rounded once, as generated code computes a constant
   // square (2^(2 log2 |x|) in double can round the other way where x^2 is
   // halfway between two floats).
   result = gradc::select(y == 2.0f, x * x, result);
   bool one =
-      y == 0.0f || x == 1.0f ||
-      (ax == 1.0f && std::fabs(y) == std::numeric_limits<float>::infinity());
+      (y == 0.0f) | (x == 1.0f) |
+      ((ax == 1.0f) & (std::fabs(y) == std::numeric_limits<float>::infinity()));
   return gradc::select(one, 1.0f, result);
 }
 

@@ -710,10 +710,11 @@ private:
         double m = maxima[at[0]];
         if (!std::isfinite(m))
           return;
+        double e = expShifted(x.dtype, x.data[i], m);
         if (lanes)
-          laneAcc[at[0]].add(i % last, std::exp(x.data[i] - m));
+          laneAcc[at[0]].add(i % last, e);
         else
-          acc[at[0]] += std::exp(x.data[i] - m);
+          acc[at[0]] += e;
       });
     }
     if (lanes)
@@ -759,9 +760,18 @@ private:
     return true;
   }
 
-  // Along `axis`, for each lane x[0..n): m = max, e_k = exp(x_k - m),
-  // s = sum e_k (a LaneSum along the last axis, else in k order);
-  // softmax = e_k / s, log_softmax = x_k - m - log(s).
+  /// e^(x - m), the term of a row's sum (docs/IR.md, "Rows"): for f32
+  /// data the f32 difference and gradc/Math.h's f32 exp, as the loop IR
+  /// computes it (vectorised); for f64 data in f64.
+  static double expShifted(DType dtype, double x, double m) {
+    if (dtype == DType::F32)
+      return double(gradc::exp(float(x) - float(m)));
+    return std::exp(x - m);
+  }
+
+  // Along `axis`, for each lane x[0..n): m = max, e_k = exp(x_k - m)
+  // (expShifted), s = sum e_k (a LaneSum along the last axis, else in k
+  // order); softmax = e_k / s, log_softmax = x_k - m - log(s).
   bool evalSoftmax(OpContext &c, std::vector<Tensor> &out) {
     if (!checkArity(c, 1) || !checkResultCount(c, 1))
       return false;
@@ -787,15 +797,16 @@ private:
         if (axis == rank - 1) {
           LaneSum lanes;
           for (int64_t k = 0; k < n; ++k)
-            lanes.add(k, std::exp(x.data[base + k] - m));
+            lanes.add(k, expShifted(x.dtype, x.data[base + k], m));
           s = lanes.total();
         } else {
           for (int64_t k = 0; k < n; ++k)
-            s += std::exp(x.data[base + k * inner] - m);
+            s += expShifted(x.dtype, x.data[base + k * inner], m);
         }
         for (int64_t k = 0; k < n; ++k) {
           double xk = x.data[base + k * inner];
-          double v = isLog ? xk - m - std::log(s) : std::exp(xk - m) / s;
+          double v =
+              isLog ? xk - m - std::log(s) : expShifted(x.dtype, xk, m) / s;
           y.data[base + k * inner] = roundToDType(y.dtype, v);
         }
       }
@@ -1560,7 +1571,7 @@ private:
         m = maxValue(m, row[k]);
       LaneSum s;
       for (int64_t k = 0; k < classes; ++k)
-        s.add(k, std::exp(row[k] - m));
+        s.add(k, expShifted(logits.dtype, row[k], m));
       double lse = std::isfinite(m) ? m + std::log(s.total()) : m;
       y.data[r] = roundToDType(y.dtype, lse - row[int64_t(label)]);
     }

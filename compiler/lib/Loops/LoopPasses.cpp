@@ -21,6 +21,11 @@ const LoopPass loopPasses[] = {
      "computes an elementwise producer read by one statement where it is "
      "read, instead of storing it (Fuse.cpp)",
      fuseElementwise},
+    {"merge",
+     "merges adjacent loops over the same rows when each buffer both use "
+     "is used row by row, and shrinks a scratch buffer used one row at a "
+     "time to one row (MergeLoops.cpp)",
+     mergeLoops},
     {"parallel",
      "marks outermost loops whose iterations are independent, with their "
      "private buffers and estimated work (Parallel.cpp)",

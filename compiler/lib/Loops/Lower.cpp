@@ -23,6 +23,9 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace gradc;
 using namespace gradc::loops;
 
@@ -190,6 +193,14 @@ Buffer *Lowering::openLanes(Block &block) {
 void Lowering::accumulateLanes(
     Block &block, Buffer *lanes, const Dim &n,
     llvm::function_ref<ExprPtr(const ExprPtr &k)> term) {
+  accumulateLanes(block, lanes, n,
+                  [&](Block &, const ExprPtr &k) { return term(k); });
+}
+
+void Lowering::accumulateLanes(
+    Block &block, Buffer *lanes, const Dim &n,
+    llvm::function_ref<ExprPtr(Block &body, const ExprPtr &k)> term,
+    Combiner combiner) {
   const int64_t w = ir::reductionLanes;
   // Known extents fold, so that a short axis prints without divisions.
   ExprPtr chunks, rest, restStart;
@@ -206,12 +217,52 @@ void Lowering::accumulateLanes(
     auto [inner, l] = openLoop(*body, index(w));
     ExprPtr k = prim(PrimOp::Add, prim(PrimOp::Mul, std::move(c), index(w)),
                      l->clone());
-    accumulate(*inner, lanes, std::move(l), Combiner::Add, term(k));
+    ExprPtr t = term(*inner, k);
+    accumulate(*inner, lanes, std::move(l), combiner, std::move(t));
   }
   if (auto [body, l] = openLoop(block, std::move(rest)); body) {
     ExprPtr k = prim(PrimOp::Add, std::move(restStart), l->clone());
-    accumulate(*body, lanes, std::move(l), Combiner::Add, term(k));
+    ExprPtr t = term(*body, k);
+    accumulate(*body, lanes, std::move(l), combiner, std::move(t));
   }
+}
+
+void Lowering::maxLanes(Block &block, Buffer *m, const Dim &n,
+                        llvm::function_ref<ExprPtr(const ExprPtr &k)> at) {
+  const int64_t w = ir::reductionLanes;
+  ScalarType t = fromDType(m->dtype);
+  bool isFloat = isFloatType(t);
+  double lowest =
+      isFloat ? -double(INFINITY) : double(std::numeric_limits<int32_t>::min());
+  Buffer *lanes =
+      fn.addBuffer(Buffer::Kind::Stack, m->dtype, {Dim::known(w)}, "max_lanes");
+  {
+    auto [body, l] = openLoop(block, index(w));
+    store(*body, lanes, l->clone(), constant(t, lowest));
+  }
+  accumulateLanes(
+      block, lanes, n, [&](Block &, const ExprPtr &k) { return at(k); },
+      Combiner::Max);
+  auto pair = [&](int64_t a) {
+    return prim(PrimOp::Max, load(lanes, index(a)), load(lanes, index(a + 1)));
+  };
+  store(block, m, index(0),
+        prim(PrimOp::Max, prim(PrimOp::Max, pair(0), pair(2)),
+             prim(PrimOp::Max, pair(4), pair(6))));
+  if (!isFloat)
+    return;
+  // 0 or NaN: the one accumulator decides the sign or the NaN.
+  auto redo = [&] {
+    return prim(PrimOp::Or, prim(PrimOp::Eq, load(m, index(0)), constant(t, 0)),
+                prim(PrimOp::IsNaN, load(m, index(0))));
+  };
+  Buffer *again = local(t, "m_in_order");
+  store(block, again, index(0), constant(t, lowest));
+  if (auto [body, k] = openLoop(block, select(redo(), extentOf(n), index(0)));
+      body)
+    accumulate(*body, again, index(0), Combiner::Max, at(k));
+  store(block, m, index(0),
+        select(redo(), load(again, index(0)), load(m, index(0))));
 }
 
 ExprPtr Lowering::combineLanes(Buffer *lanes) {

@@ -14,8 +14,19 @@
 //   mean      acc = 0;    acc += x;   y = acc / count    (0/0 = NaN)
 //   max       acc = -inf; acc = max(acc, x)   (lowest i32 for i32; NaN
 //             propagates; the max of nothing is -inf)
-//   logsumexp m = max x;  s += isfinite(m) ? e^(x - m) : 0;
+//   logsumexp m = max x;  s += isfinite(m) ? f64(e^(x - m)) : 0;
 //             y = isfinite(m) ? m + log(s) : m
+// The maximum and logsumexp's terms e^(x - m) are in the data type (for
+// f32: f32 compares, the f32 difference and gradc/Math.h's f32 exp, which
+// vectorise; docs/IR.md, "Rows"), the sums in f64.
+//
+// The maximum along the last axis alone runs in lanes too
+// (Lowering::maxLanes), bit for bit the one accumulator.
+//
+// When the last axis is kept (sum, mean and max over leading or middle
+// axes), the accumulators are a buffer, one per result, and the input is
+// walked once in row-major order (lowerColumns): the same terms in the
+// same order per result, with the contiguous axis innermost.
 //
 // An empty reduced axis runs no iteration, so the result is the
 // accumulator's identity; an empty kept axis runs nothing at all.
@@ -29,6 +40,67 @@
 
 using namespace gradc;
 using namespace gradc::loops;
+
+namespace {
+
+/// sum, mean and max over axes that leave the last one kept (a column
+/// sum, such as the gradient's sum over a broadcast batch axis): a buffer
+/// of accumulators, one per result, and the input walked once in
+/// row-major order, each element into its result's accumulator. Each
+/// result still takes its terms in increasing flat index, so it is the
+/// same bit for bit as one accumulator per result walked down its column,
+/// but the inner loop runs along the contiguous last axis, over
+/// independent accumulators: it vectorises, and reads each row once.
+///
+///   acc[j] = 0 (max: the lowest value)          for each result j
+///   for each x[i] in row-major order:  acc[j(i)] += x[i]  (max=)
+///   y[j] = acc[j]   (mean: acc[j] / count)
+bool lowerColumns(Lowering &l, const ir::Op &op,
+                  const std::vector<bool> &reduced, const Shape &keptShape,
+                  const Shape &reducedShape, Buffer *out) {
+  const ir::Value *x = op.getOperand(0);
+  const Shape &in = x->getType().shape;
+  DType dtype = x->getType().dtype;
+  bool isInt = dtype == DType::I32;
+  OpKind kind = op.getKind();
+  bool isMax = kind == OpKind::Max;
+  // Floats add in f64 (mean even for i32), i32 sums wrap, max is exact.
+  DType accDType = isMax                              ? dtype
+                   : (kind == OpKind::Mean || !isInt) ? DType::F64
+                                                      : dtype;
+  ScalarType accType = fromDType(accDType);
+  double identity = !isMax  ? 0
+                    : isInt ? double(std::numeric_limits<int32_t>::min())
+                            : -double(INFINITY);
+  Buffer *acc =
+      l.fn.addBuffer(Buffer::Kind::Scratch, accDType, keptShape, "acc");
+  {
+    Nest k = l.openNest(l.top(), keptShape);
+    l.store(*k.body, acc, Lowering::flatIndex(keptShape, k.idx),
+            constant(accType, identity));
+  }
+  {
+    Nest i = l.openNest(l.top(), in);
+    std::vector<ExprPtr> kept;
+    for (size_t d = 0; d < in.size(); ++d)
+      if (!reduced[d])
+        kept.push_back(i.idx[d]->clone());
+    l.accumulate(
+        *i.body, acc, Lowering::flatIndex(keptShape, kept),
+        isMax ? Combiner::Max : Combiner::Add,
+        cast(accType, load(l.bufferOf(x), Lowering::flatIndex(in, i.idx))));
+  }
+  Nest k = l.openNest(l.top(), keptShape);
+  ExprPtr at = Lowering::flatIndex(keptShape, k.idx);
+  ExprPtr v = load(acc, at->clone());
+  if (kind == OpKind::Mean)
+    v = prim(PrimOp::Div, std::move(v),
+             cast(ScalarType::F64, extentOf(reducedShape)));
+  l.store(*k.body, out, std::move(at), std::move(v));
+  return true;
+}
+
+} // namespace
 
 bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
@@ -50,6 +122,10 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   bool isInt = dtype == DType::I32;
   ScalarType wide = Lowering::computeType(dtype);
   Buffer *out = l.resultBuffer(op);
+  OpKind kind = op.getKind();
+  if (kind != OpKind::LogSumExp && rank > 0 && !reduced[rank - 1] &&
+      !reducedShape.empty())
+    return lowerColumns(l, op, reduced, keptShape, reducedShape, out);
 
   // Loops over the kept axes; the result's flat index is theirs.
   Nest outer = l.openNest(l.top(), keptShape);
@@ -66,7 +142,6 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   double lowest =
       isInt ? double(std::numeric_limits<int32_t>::min()) : -double(INFINITY);
 
-  OpKind kind = op.getKind();
   // Lanes: a float sum that runs along the input's last axis.
   bool lanes = !isInt && rank > 0 && reduced[rank - 1];
   Shape outerReduced(reducedShape.begin(),
@@ -105,10 +180,19 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
     return true;
   }
 
-  ScalarType maxType = isInt ? ScalarType::I32 : wide;
+  // The maximum is exact: in the data type (f32 compares are what
+  // vectorise).
+  ScalarType maxType = fromDType(dtype);
   Buffer *m = l.local(maxType, "m");
-  l.store(body, m, index(0), constant(maxType, lowest));
-  {
+  if (reducedShape.size() == 1 && reduced[rank - 1]) {
+    // Along the last axis only (a row): in lanes.
+    l.maxLanes(body, m, in[rank - 1], [&](const ExprPtr &k) {
+      Nest at;
+      at.idx.push_back(k->clone());
+      return cast(maxType, inputAt(at));
+    });
+  } else {
+    l.store(body, m, index(0), constant(maxType, lowest));
     Nest r = l.openNest(body, reducedShape);
     l.accumulate(*r.body, m, index(0), Combiner::Max,
                  cast(maxType, inputAt(r)));
@@ -117,18 +201,20 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
     l.store(body, out, std::move(outIndex), load(m, index(0)));
     return true;
   }
-  // logsumexp
+  // logsumexp: each term in the data type (for f32: the f32 difference
+  // and gradc/Math.h's f32 exp), added in f64.
+  ExprPtr finite = prim(PrimOp::IsFinite, load(m, index(0)));
   Buffer *s = sumInto(wide, "s", [&](ExprPtr x) {
     ExprPtr e =
-        intrinsic(Intrinsic::Exp, prim(PrimOp::Sub, cast(wide, std::move(x)),
+        intrinsic(Intrinsic::Exp, prim(PrimOp::Sub, cast(maxType, std::move(x)),
                                        load(m, index(0))));
-    return select(prim(PrimOp::IsFinite, load(m, index(0))), std::move(e),
-                  constant(wide, 0));
+    return select(finite->clone(), cast(wide, std::move(e)), constant(wide, 0));
   });
-  ExprPtr v = select(prim(PrimOp::IsFinite, load(m, index(0))),
-                     prim(PrimOp::Add, load(m, index(0)),
+  ExprPtr mWide = cast(wide, load(m, index(0)));
+  ExprPtr v = select(std::move(finite),
+                     prim(PrimOp::Add, mWide->clone(),
                           intrinsic(Intrinsic::Log, load(s, index(0)))),
-                     load(m, index(0)));
+                     mWide->clone());
   l.store(body, out, std::move(outIndex), std::move(v));
   return true;
 }

@@ -1,18 +1,22 @@
 //===- LowerSoftmax.cpp - softmax, log_softmax, softmax_cross_entropy -----===//
 //
-// Along `axis`, for each lane x[0..n) (one loop per other axis), in f64
-// for floats, each sum in the interpreter's order (docs/IR.md, "Summation
-// order"): along the last axis (softmax's default, and every row of
-// softmax_cross_entropy) in the W lanes of Lowering::openLanes combined
-// pairwise, along another axis in increasing k:
+// Along `axis`, for each lane x[0..n) (one loop per other axis), each sum
+// in the interpreter's order (docs/IR.md, "Summation order"): along the
+// last axis (softmax's default, and every row of softmax_cross_entropy)
+// in the W f64 lanes of Lowering::openLanes combined pairwise, along
+// another axis in increasing k. The maximum and each term e_k are in the
+// data type (for f32: the f32 difference and gradc/Math.h's f32 exp,
+// which vectorise), the sum in f64 (docs/IR.md, "Rows"):
 //
-//   m = max_k x_k;  s = sum_k e^(x_k - m)
-//   softmax_k     = e^(x_k - m) / s
-//   log_softmax_k = x_k - m - log(s)
+//   m = max_k x_k;  e_k = e^(x_k - m);  s = sum_k f64(e_k)
+//   softmax_k     = f64(e_k) / s          (e_k stored in the output by the
+//                                          sum's loop, then divided)
+//   log_softmax_k = f64(x_k) - f64(m) - log(s)    (log s once per lane)
 //
 // softmax_cross_entropy(logits [..., C], labels [...]) per row r:
 //   check 0 <= labels[r] < C (else the run-time error of the interpreter)
-//   lse = isfinite(m) ? m + log(s) : m;   loss[r] = lse - logits[r, label]
+//   lse = isfinite(m) ? f64(m) + log(s) : f64(m);
+//   loss[r] = lse - f64(logits[r, label])
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,22 +29,34 @@ using namespace gradc::loops;
 
 namespace {
 
-/// m = max over k, s = sum of e^(x_k - m), in locals of type `wide`;
-/// `at(k)` loads x_k; `contiguous`: the axis is the input's last, so the
-/// sum runs in lanes.
-void maxAndSum(Lowering &l, Block &body, const Dim &n, ScalarType wide,
-               llvm::function_ref<ExprPtr(const ExprPtr &k)> at, Buffer *&m,
-               Buffer *&s, bool contiguous) {
-  m = l.local(wide, "m");
-  s = l.local(wide, "s");
-  l.store(body, m, index(0), constant(wide, -double(INFINITY)));
-  {
+/// m = max over k (type `t`, the data's), s = sum of f64(e^(x_k - m)) (an
+/// f64 local); `at(k)` loads x_k; `contiguous`: the axis is the input's
+/// last, so the sum runs in lanes. `keep(body, k, e)`, when given, stores
+/// the term e_k (type `t`) where the sum's loop computes it.
+void maxAndSum(
+    Lowering &l, Block &body, const Dim &n, ScalarType t,
+    llvm::function_ref<ExprPtr(const ExprPtr &k)> at, Buffer *&m, Buffer *&s,
+    bool contiguous,
+    llvm::function_ref<void(Block &, const ExprPtr &, const ExprPtr &)> keep =
+        nullptr) {
+  m = l.local(t, "m");
+  s = l.local(ScalarType::F64, "s");
+  if (contiguous) {
+    l.maxLanes(body, m, n, [&](const ExprPtr &k) { return cast(t, at(k)); });
+  } else {
+    l.store(body, m, index(0), constant(t, -double(INFINITY)));
     Nest k = l.openNest(body, {n});
-    l.accumulate(*k.body, m, index(0), Combiner::Max, cast(wide, at(k.idx[0])));
+    l.accumulate(*k.body, m, index(0), Combiner::Max, cast(t, at(k.idx[0])));
   }
-  auto term = [&](const ExprPtr &k) {
-    return intrinsic(Intrinsic::Exp,
-                     prim(PrimOp::Sub, cast(wide, at(k)), load(m, index(0))));
+  Buffer *local = keep ? l.local(t, "e") : nullptr;
+  auto term = [&](Block &inner, const ExprPtr &k) {
+    ExprPtr e = intrinsic(Intrinsic::Exp,
+                          prim(PrimOp::Sub, cast(t, at(k)), load(m, index(0))));
+    if (!keep)
+      return cast(ScalarType::F64, std::move(e));
+    l.store(inner, local, index(0), std::move(e));
+    keep(inner, k, load(local, index(0)));
+    return cast(ScalarType::F64, load(local, index(0)));
   };
   if (contiguous) {
     Buffer *lanes = l.openLanes(body);
@@ -48,9 +64,10 @@ void maxAndSum(Lowering &l, Block &body, const Dim &n, ScalarType wide,
     l.store(body, s, index(0), Lowering::combineLanes(lanes));
     return;
   }
-  l.store(body, s, index(0), constant(wide, 0));
+  l.store(body, s, index(0), constant(ScalarType::F64, 0));
   Nest k = l.openNest(body, {n});
-  l.accumulate(*k.body, s, index(0), Combiner::Add, term(k.idx[0]));
+  ExprPtr v = term(*k.body, k.idx[0]);
+  l.accumulate(*k.body, s, index(0), Combiner::Add, std::move(v));
 }
 
 bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
@@ -63,7 +80,10 @@ bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
     axis += rank;
   if (axis < 0 || axis >= rank)
     return l.fail("axis out of range in '" + op.getName().str() + "'");
-  ScalarType wide = Lowering::computeType(x->getType().dtype);
+  DType dtype = x->getType().dtype;
+  if (!isFloat(dtype))
+    return l.fail("'" + op.getName().str() + "' of integers");
+  ScalarType t = fromDType(dtype), f64 = ScalarType::F64;
   Buffer *out = l.resultBuffer(op), *in = l.bufferOf(x);
   Shape lanes;
   for (int64_t d = 0; d < rank; ++d)
@@ -80,18 +100,30 @@ bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
   };
   auto at = [&](const ExprPtr &k) { return load(in, indexAt(k)); };
   Buffer *m = nullptr, *s = nullptr;
-  maxAndSum(l, *lane.body, shape[axis], wide, at, m, s, axis == rank - 1);
-  Nest k = l.openNest(*lane.body, {shape[axis]});
-  ExprPtr xk = cast(wide, at(k.idx[0]));
-  ExprPtr v;
-  if (op.getKind() == OpKind::LogSoftmax)
-    v = prim(PrimOp::Sub, prim(PrimOp::Sub, std::move(xk), load(m, index(0))),
-             intrinsic(Intrinsic::Log, load(s, index(0))));
+  bool isLog = op.getKind() == OpKind::LogSoftmax;
+  auto keep = [&](Block &body, const ExprPtr &k, const ExprPtr &e) {
+    l.store(body, out, indexAt(k), e->clone());
+  };
+  if (isLog)
+    maxAndSum(l, *lane.body, shape[axis], t, at, m, s, axis == rank - 1);
   else
-    v = prim(PrimOp::Div,
-             intrinsic(Intrinsic::Exp,
-                       prim(PrimOp::Sub, std::move(xk), load(m, index(0)))),
+    maxAndSum(l, *lane.body, shape[axis], t, at, m, s, axis == rank - 1, keep);
+  ExprPtr v;
+  Nest k;
+  if (isLog) {
+    Buffer *logS = l.local(f64, "log_s");
+    l.store(*lane.body, logS, index(0),
+            intrinsic(Intrinsic::Log, load(s, index(0))));
+    k = l.openNest(*lane.body, {shape[axis]});
+    v = prim(PrimOp::Sub,
+             prim(PrimOp::Sub, cast(f64, at(k.idx[0])),
+                  cast(f64, load(m, index(0)))),
+             load(logS, index(0)));
+  } else {
+    k = l.openNest(*lane.body, {shape[axis]});
+    v = prim(PrimOp::Div, cast(f64, load(out, indexAt(k.idx[0]))),
              load(s, index(0)));
+  }
   l.store(*k.body, out, indexAt(k.idx[0]), std::move(v));
   return true;
 }
@@ -103,7 +135,10 @@ bool lowerCrossEntropy(Lowering &l, const ir::Op &op) {
     return l.fail("softmax_cross_entropy needs logits of rank at least 1");
   Shape rows(shape.begin(), shape.end() - 1);
   const Dim &classes = shape.back();
-  ScalarType wide = Lowering::computeType(logits->getType().dtype);
+  DType dtype = logits->getType().dtype;
+  if (!isFloat(dtype))
+    return l.fail("softmax_cross_entropy of integer logits");
+  ScalarType t = fromDType(dtype), f64 = ScalarType::F64;
   Buffer *out = l.resultBuffer(op), *in = l.bufferOf(logits);
   Nest row = l.openNest(l.top(), rows);
   ExprPtr rowIndex = Lowering::flatIndex(rows, row.idx);
@@ -120,13 +155,13 @@ bool lowerCrossEntropy(Lowering &l, const ir::Op &op) {
                      k->clone()));
   };
   Buffer *m = nullptr, *s = nullptr;
-  maxAndSum(l, *row.body, classes, wide, at, m, s, true);
+  maxAndSum(l, *row.body, classes, t, at, m, s, true);
   ExprPtr lse = select(prim(PrimOp::IsFinite, load(m, index(0))),
-                       prim(PrimOp::Add, load(m, index(0)),
+                       prim(PrimOp::Add, cast(f64, load(m, index(0))),
                             intrinsic(Intrinsic::Log, load(s, index(0)))),
-                       load(m, index(0)));
+                       cast(f64, load(m, index(0))));
   l.store(*row.body, out, rowIndex->clone(),
-          prim(PrimOp::Sub, std::move(lse), cast(wide, at(label))));
+          prim(PrimOp::Sub, std::move(lse), cast(f64, at(label))));
   return true;
 }
 

@@ -90,6 +90,19 @@ public:
   Buffer *openLanes(Block &block);
   void accumulateLanes(Block &block, Buffer *lanes, const Dim &n,
                        llvm::function_ref<ExprPtr(const ExprPtr &k)> term);
+  /// The same, where the term may first append statements to the body of
+  /// the lane loop it is added in (softmax stores e^(x_k - m) there).
+  void accumulateLanes(
+      Block &block, Buffer *lanes, const Dim &n,
+      llvm::function_ref<ExprPtr(Block &body, const ExprPtr &k)> term,
+      Combiner combiner = Combiner::Add);
+  /// `m` = the maximum of at(k) over k < n (m has at(k)'s type), in W
+  /// lanes that vectorise; bit for bit docs/IR.md's one accumulator in
+  /// increasing k, because max is exact: only which of -0 and +0, or
+  /// which NaN, comes out can depend on the order, so when the lanes give
+  /// 0 or NaN the one accumulator runs again (`for k < (redo ? n : 0)`).
+  void maxLanes(Block &block, Buffer *m, const Dim &n,
+                llvm::function_ref<ExprPtr(const ExprPtr &k)> at);
   static ExprPtr combineLanes(Buffer *lanes);
 
   /// Row-major flat index of `idx` in `shape`: i0 * (d1 * d2) + i1 * d2 + i2.

@@ -57,6 +57,9 @@ constexpr int64_t stackThresholdBytes = 1024;
 /// `fuse`: an elementwise producer nest whose buffer one statement reads is
 /// computed there instead (Fuse.cpp).
 bool fuseElementwise(LoopModule &module, std::string &error);
+/// `merge`: adjacent loops over the same rows become one, and a scratch
+/// buffer used one row at a time shrinks to a row (MergeLoops.cpp).
+bool mergeLoops(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
@@ -83,7 +86,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
                    std::string &error, bool verifyEach = true);
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
-constexpr const char *defaultLoopPipeline = "fuse,plan,parallel";
+constexpr const char *defaultLoopPipeline = "fuse,merge,plan,parallel";
 
 /// Lowers, verifies and evaluates: the `loops` backend of `gradc run`.
 bool runWithLoops(const ir::Module &module, llvm::StringRef fnName,

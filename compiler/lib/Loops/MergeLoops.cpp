@@ -320,11 +320,16 @@ private:
       std::vector<Access> accesses;
       bool checks = false, calls = false;
       collectAccesses(loop, accesses, checks, calls);
-      bool rows = !calls;
+      // A buffer that is never read is left alone (a printer would warn
+      // about a local that is only set).
+      bool rows = !calls, read = false;
       for (const Access &x : accesses)
-        if (x.buffer == buffer)
+        if (x.buffer == buffer) {
+          read = read || !x.writes;
           rows = rows && x.index &&
                  isRowAccess(buffer, *x.index, loop.var, *loop.extent);
+        }
+      rows = rows && read;
       if (rows)
         shrink(buffer, loop);
     }

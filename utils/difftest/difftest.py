@@ -4,7 +4,7 @@ differential tester").
 
   difftest.py [--gradc PATH] [--count N] [--seed S] [--per-module K]
               [--calls C] [--special-rate R] [--jobs J]
-              [--backends interp,llvm,cpp,loops,loops-opt,cpp-loops]
+              [--backends interp,llvm,cpp,loops,loops-opt]
               [--exact llvm,loops,loops-opt]
               [--no-torch] [--exclude F,...]
               [--include F,...] [--only I,...] [--start I] [--out DIR]
@@ -22,8 +22,8 @@ backend evaluates all calls of a module in one `gradc run` process
   - llvm, loops and loops-opt (the loop IR's evaluator, lib/Loops, before
     and after the loop passes) must print what interp prints, digit for
     digit;
-  - cpp and cpp-loops (the loop IR printed as C++, lib/Emit/PrintCpp)
-    must agree with interp within docs/Testing.md's tolerances;
+  - cpp (the loop IR printed as C++, lib/Emit/PrintCpp) must agree with
+    interp within docs/Testing.md's tolerances;
   - NaN must meet NaN and an infinity the same infinity, everywhere;
   - every result, forward and gradient, must agree with PyTorch float64
     autograd on the same program (utils/difftest/oracle.py), within
@@ -580,7 +580,7 @@ def main():
     ap.add_argument("--special-rate", type=float, default=0.25)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--backends",
-                    default="interp,llvm,cpp,loops,loops-opt,cpp-loops")
+                    default="interp,llvm,cpp,loops,loops-opt")
     ap.add_argument("--exact", default="llvm,loops,loops-opt")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--exclude", default="")

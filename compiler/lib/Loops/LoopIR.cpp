@@ -322,14 +322,9 @@ Buffer *LoopFunction::addBuffer(Buffer::Kind kind, DType dtype,
   b->shape.assign(shape.begin(), shape.end());
   // Names are unique within a function: the user's name, then `name.1`...
   std::string unique = name.empty() ? "t" : name.str();
-  for (unsigned n = 1;; ++n) {
-    bool taken = false;
-    for (const auto &other : buffers)
-      taken = taken || other->name == unique;
-    if (!taken)
-      break;
+  for (unsigned n = 1; bufferNames.contains(unique); ++n)
     unique = (name.empty() ? "t" : name.str()) + "." + std::to_string(n);
-  }
+  bufferNames.insert(unique);
   b->name = unique;
   buffers.push_back(std::move(b));
   return buffers.back().get();

@@ -70,7 +70,6 @@ const BackendPlugin plugin = {
     emitLLVM,
     emit::runWithLLVMJIT,
     clangjit::runWithClangJIT,
-    clangjit::runWithClangJITLoops,
     clangjit::checkExternHeaders,
     clangjit::getExternCompilerArgs,
     clangjit::setGeneratedCodeArgs,

@@ -71,19 +71,6 @@ bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
   return plugin->runCpp(module, fnName, args, results, error);
 }
 
-/// `cpp-loops`: the loop IR printed as C++ (lib/Emit/PrintCpp.cpp), run
-/// like `cpp`.
-bool runWithClangJITLoops(const ir::Module &module, llvm::StringRef fnName,
-                          llvm::ArrayRef<ir::Tensor> args,
-                          std::vector<ir::Tensor> &results,
-                          std::string &error) {
-  const BackendPlugin *plugin = getBackendPlugin(error);
-  if (!plugin)
-    return false;
-  plugin->setInjectedSource(injectedSource);
-  return plugin->runCppLoops(module, fnName, args, results, error);
-}
-
 /// Adding a backend is one row here (the emitters add `llvm` and `cpp`).
 const RunBackend runBackends[] = {
     {"interp", "the reference interpreter of lib/IR", ir::interpret},
@@ -93,10 +80,6 @@ const RunBackend runBackends[] = {
      "the C++ backend's code compiled in-process by Clang, run by ORC's JIT "
      "(lib/ClangJIT)",
      runWithClangJIT},
-    {"cpp-loops",
-     "the loop IR (after its passes) printed as C++ (lib/Emit/PrintCpp), "
-     "compiled in-process by Clang like cpp",
-     runWithClangJITLoops},
     {"loops",
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
      "the interpreter's numerics",
@@ -119,7 +102,7 @@ std::string listBackends() {
 llvm::ArrayRef<RunBackend> driver::getRunBackends() { return runBackends; }
 
 llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
-  if (name == "cpp" || name == "cpp-loops")
+  if (name == "cpp")
     return "C++";
   if (name == "llvm")
     return "LLVM";

@@ -20,7 +20,6 @@
 #include "gradc/Emit/EmitHeader.h"
 #include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
-#include "gradc/Emit/PrintCpp.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
@@ -79,12 +78,6 @@ cl::opt<EmitKind> emitKind(
                clEnumValN(EmitKind::LLVM, "llvm", "LLVM IR"),
                clEnumValN(EmitKind::Obj, "obj", "an object file")),
     cl::cat(gradcCategory));
-
-cl::opt<std::string>
-    lowerTo("lower",
-            cl::desc("With --emit=cpp: 'loops' prints the loop IR (after its "
-                     "passes) as C++ instead of the default emitter's code"),
-            cl::value_desc("loops"), cl::init(""), cl::cat(gradcCategory));
 
 cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
                                 cl::value_desc("OUT"), cl::init("-"),
@@ -450,18 +443,13 @@ int compileCommand(Compilation &c) {
       emit::emitHeader(*c.ir, options, os);
     else if (emitKind == EmitKind::Python)
       emit::emitPython(*c.ir, options, os);
-    else if (!lowerTo.empty() && lowerTo != "loops") {
-      llvm::errs() << "gradc: error: --lower takes 'loops', not '" << lowerTo
-                   << "'\n";
-      return 1;
-    } else if (lowerTo == "loops") {
+    else {
       std::string error;
-      if (!emit::printCppFromLoops(*c.ir, options, os, error)) {
+      if (!emit::emitCpp(*c.ir, options, os, error)) {
         llvm::errs() << "gradc: error: internal error: " << error << "\n";
         return 1;
       }
-    } else if (!emit::emitCpp(*c.ir, options, os, *c.diags))
-      return c.finish();
+    }
     auto out = Output::open(c, false);
     if (!out)
       return c.finish();

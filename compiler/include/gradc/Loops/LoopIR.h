@@ -25,6 +25,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cstdint>
 #include <memory>
@@ -269,6 +270,9 @@ struct LoopFunction {
   Block body;
   /// Number of loop variables used (they are numbered 0..numVars-1).
   unsigned numVars = 0;
+  /// The names of `buffers` (a pass that erases a buffer erases its name),
+  /// so that naming one is not a walk over all of them.
+  llvm::StringSet<> bufferNames;
 
   Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,
                     llvm::StringRef name);

@@ -6,11 +6,13 @@ that holds the hand-written reference):
 
 1. compiles NAME.grad with gradc twice, timed: the C++ backend
    (--emit=cpp --module-name=NAME_cpp, then g++ -O3 -march=native
-   -DGRADC_USE_BLAS; --lower=loops: the loop IR's C++ printer instead) and
-   the LLVM backend (--emit=obj --blas
+   -DGRADC_USE_BLAS) and the LLVM backend (--emit=obj --blas
    --module-name=NAME_llvm; --llvm-lower=loops: the loop IR's LLVM
    printer instead), both with --value-and-grad (--no-blas: without
-   BLAS), and links them with the harness into one program;
+   BLAS), and links them with the harness into one program
+   (--baseline-cpp=GRADC: the LLVM column is instead the C++ backend of
+   another gradc binary, say an older build, so that two C++ backends are
+   timed in one process);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -201,16 +203,22 @@ def build(name, args, work):
     blas_llvm = [] if args.no_blas else ["--blas"]
     times["gradc --emit=cpp"], _ = run(
         [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
-         "-o", o(name + "_cpp.cpp")] + vg +
-        (["--lower=" + args.lower] if args.lower else []))
+         "-o", o(name + "_cpp.cpp")] + vg)
     run([gradc, grad, "--emit=header", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.h")] + vg)
     times["g++ -O3 of it"], _ = run(
         cxx + blas_cpp + ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
-    times["gradc --emit=obj"], _ = run(
-        [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
-         "-o", o(name + "_llvm.o")] + vg + blas_llvm +
-        (["--lower=" + args.llvm_lower] if args.llvm_lower else []))
+    if args.baseline_cpp:
+        times["baseline --emit=cpp"], _ = run(
+            [args.baseline_cpp, grad, "--emit=cpp",
+             "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp")] + vg)
+        run(cxx + blas_cpp + ["-c", o(name + "_llvm.cpp"),
+                              "-o", o(name + "_llvm.o")])
+    else:
+        times["gradc --emit=obj"], _ = run(
+            [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
+             "-o", o(name + "_llvm.o")] + vg + blas_llvm +
+            (["--lower=" + args.llvm_lower] if args.llvm_lower else []))
     run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
          "-o", o(name + "_llvm.h")] + vg)
     run(cxx + ["-I", os.path.join(HERE, "harness"),
@@ -345,14 +353,13 @@ def main():
     p.add_argument("--cxxflags", default="",
                    help="extra flags for the C++ backend and the harness")
     p.add_argument("--libs", default="-lopenblas")
-    p.add_argument("--lower", default="",
-                   help="'loops': the C++ column is the loop IR's printer "
-                        "(gradc --emit=cpp --lower=loops) instead of the "
-                        "default emitter")
     p.add_argument("--llvm-lower", default="",
                    help="'loops': the LLVM column is the loop IR's printer "
                         "(gradc --emit=obj --lower=loops) instead of "
                         "EmitLLVM")
+    p.add_argument("--baseline-cpp", default="", metavar="GRADC",
+                   help="the LLVM column becomes the C++ backend of this "
+                        "gradc binary (compare two C++ backends in one run)")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")
@@ -431,7 +438,8 @@ def main():
               "grad / hand v+g | v+g / hand v+g | grad / fwd | max rel err |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         rows = [("hand C++ (OpenBLAS)", "hand"), ("gradc C++ backend", "cpp"),
-                ("gradc LLVM backend", "llvm")]
+                ("baseline C++ (--baseline-cpp)" if args.baseline_cpp
+                 else "gradc LLVM backend", "llvm")]
         for label, key in rows:
             fwd, grad, vg = (times.get("%s_%s" % (key, k))
                              for k in ("fwd", "grad", "vg"))

@@ -66,11 +66,16 @@ bool parseLLVMOptions(const std::vector<std::string> &args,
 }
 
 const BackendPlugin plugin = {
-    backendPluginVersion,           emitLLVM,
-    emit::runWithLLVMJIT,           clangjit::runWithClangJIT,
-    emit::runWithLLVMJITLoops,      clangjit::checkExternHeaders,
-    clangjit::getExternCompilerArgs, clangjit::setGeneratedCodeArgs,
-    clangjit::setInjectedSource,    clangjit::loadExterns,
+    backendPluginVersion,
+    emitLLVM,
+    emit::runWithLLVMJIT,
+    clangjit::runWithClangJIT,
+    emit::runWithLLVMJITLoops,
+    clangjit::checkExternHeaders,
+    clangjit::getExternCompilerArgs,
+    clangjit::setGeneratedCodeArgs,
+    clangjit::setInjectedSource,
+    clangjit::loadExterns,
     parseLLVMOptions,
 };
 

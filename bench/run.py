@@ -6,14 +6,16 @@ that holds the hand-written reference):
 
 1. compiles NAME.grad with gradc twice, timed: the C++ backend
    (--emit=cpp --module-name=NAME_cpp, then g++ -O3 -march=native
-   -DGRADC_USE_BLAS; --lower=loops: the loop IR's C++ printer instead) and
-   the LLVM backend (--emit=obj --blas
+   -DGRADC_USE_BLAS) and the LLVM backend (--emit=obj --blas
    --module-name=NAME_llvm; --llvm-lower=loops: the loop IR's LLVM
    printer instead), both with --value-and-grad (--no-blas: without
    BLAS), and links them with the harness into one program (--threads=N:
    the C++ compiled and everything linked with -fopenmp; the loop
-   workloads GMM and LSTM: always --lower=loops for both, and no LLVM
-   column while the LLVM printer cannot compile them);
+   workloads GMM and LSTM: always --lower=loops for the LLVM backend, and
+   no LLVM column while the LLVM printer cannot compile them;
+   --baseline-cpp=GRADC: the LLVM column is instead the C++ backend of
+   another gradc binary, say an older build, so that two C++ backends are
+   timed in one process);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -240,12 +242,12 @@ LOOP_KERNELS = {
     # ADBench's GMM 1k set has d in 2..64 and K in 5..200 over n = 1000.
     "gmm": dict(
         sizes=[1000, 10, 25], quick=[10, 3, 5], names="N, D, K",
-        inputs=gmm_inputs, torch=gmm_torch, cpp_lower="loops",
+        inputs=gmm_inputs, torch=gmm_torch,
         llvm_lower="loops", llvm_optional=True, hand_label="hand C++"),
     # ADBench's lstm_l2_c1024 (b = 14, its alphabet).
     "lstm": dict(
         sizes=[2, 1024, 14], quick=[2, 5, 3], names="l, c, b",
-        inputs=lstm_inputs, torch=lstm_torch, cpp_lower="loops",
+        inputs=lstm_inputs, torch=lstm_torch,
         llvm_lower="loops", llvm_optional=True, hand_label="hand C++",
         torch_rounds=5),
 }
@@ -327,39 +329,46 @@ def build(name, args, work, spec=None):
         cxx.append("-fopenmp")
     times = {}
     o = lambda f: os.path.join(work, f)
-    lower = spec.get("cpp_lower") or args.lower
     vg = ["--value-and-grad"]
     # BLAS as gradc_add_module uses it where OpenBLAS is found.
     blas_cpp = [] if args.no_blas else ["-DGRADC_USE_BLAS"]
     blas_llvm = [] if args.no_blas else ["--blas"]
     times["gradc --emit=cpp"], _ = run(
         [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
-         "-o", o(name + "_cpp.cpp")] + vg +
-        (["--lower=" + lower] if lower else []))
+         "-o", o(name + "_cpp.cpp")] + vg)
     run([gradc, grad, "--emit=header", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.h")] + vg)
     times["g++ -O3 of it"], _ = run(
         cxx + blas_cpp + ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
-    llvm_lower = spec.get("llvm_lower") or args.llvm_lower
-    llvm_cmd = [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
-                "-o", o(name + "_llvm.o")] + vg + blas_llvm + (
-                    ["--lower=" + llvm_lower] if llvm_lower else [])
     objects = [o(name + "_cpp.o"), o(name + "_llvm.o")]
-    if spec.get("llvm_optional"):
-        start = time.perf_counter()
-        llvm = subprocess.run(llvm_cmd, capture_output=True, text=True)
-        llvm_ms = (time.perf_counter() - start) * 1e3
-    if spec.get("llvm_optional") and llvm.returncode != 0:
-        # The harness leaves the LLVM column out (BENCH_NO_LLVM): '-'.
-        objects.pop()
-        cxx.append("-DBENCH_NO_LLVM")
-        LLVM_SKIPPED[name] = (llvm.stderr.strip().splitlines() or
-                              ["exit status %d" % llvm.returncode])[0]
-    else:
-        times["gradc --emit=obj"] = (llvm_ms if spec.get("llvm_optional")
-                                     else run(llvm_cmd)[0])
+    if args.baseline_cpp:
+        times["baseline --emit=cpp"], _ = run(
+            [args.baseline_cpp, grad, "--emit=cpp",
+             "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp")] + vg)
+        run(cxx + blas_cpp + ["-c", o(name + "_llvm.cpp"),
+                              "-o", o(name + "_llvm.o")])
         run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
              "-o", o(name + "_llvm.h")] + vg)
+    else:
+        llvm_lower = spec.get("llvm_lower") or args.llvm_lower
+        llvm_cmd = [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
+                    "-o", o(name + "_llvm.o")] + vg + blas_llvm + (
+                        ["--lower=" + llvm_lower] if llvm_lower else [])
+        if spec.get("llvm_optional"):
+            start = time.perf_counter()
+            llvm = subprocess.run(llvm_cmd, capture_output=True, text=True)
+            llvm_ms = (time.perf_counter() - start) * 1e3
+        if spec.get("llvm_optional") and llvm.returncode != 0:
+            # The harness leaves the LLVM column out (BENCH_NO_LLVM): '-'.
+            objects.pop()
+            cxx.append("-DBENCH_NO_LLVM")
+            LLVM_SKIPPED[name] = (llvm.stderr.strip().splitlines() or
+                                  ["exit status %d" % llvm.returncode])[0]
+        else:
+            times["gradc --emit=obj"] = (llvm_ms if spec.get("llvm_optional")
+                                         else run(llvm_cmd)[0])
+            run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
+                 "-o", o(name + "_llvm.h")] + vg)
     run(cxx + ["-I", os.path.join(HERE, "harness"),
                os.path.join(HERE, "kernels", name + ".cpp")] + objects +
         ["-o", o(name + "_bench")] + args.libs.split())
@@ -491,14 +500,13 @@ def main():
     p.add_argument("--cxxflags", default="",
                    help="extra flags for the C++ backend and the harness")
     p.add_argument("--libs", default="-lopenblas")
-    p.add_argument("--lower", default="",
-                   help="'loops': the C++ column is the loop IR's printer "
-                        "(gradc --emit=cpp --lower=loops) instead of the "
-                        "default emitter")
     p.add_argument("--llvm-lower", default="",
                    help="'loops': the LLVM column is the loop IR's printer "
                         "(gradc --emit=obj --lower=loops) instead of "
                         "EmitLLVM")
+    p.add_argument("--baseline-cpp", default="", metavar="GRADC",
+                   help="the LLVM column becomes the C++ backend of this "
+                        "gradc binary (compare two C++ backends in one run)")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")
@@ -607,12 +615,11 @@ def main():
               "grad / hand v+g | v+g / hand v+g | grad / fwd | max rel err |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         rows = [(spec.get("hand_label", "hand C++ (OpenBLAS)"), "hand"),
-                ("gradc C++ backend" + (" (loop printer)"
-                                        if spec.get("cpp_lower") else ""),
-                 "cpp"),
-                ("gradc LLVM backend" + (" (loop printer)"
-                                         if spec.get("llvm_lower") else ""),
-                 "llvm")]
+                ("gradc C++ backend", "cpp"),
+                ("baseline C++ (--baseline-cpp)" if args.baseline_cpp
+                 else "gradc LLVM backend" + (" (loop printer)"
+                                              if spec.get("llvm_lower")
+                                              else ""), "llvm")]
         if args.threads > 1:
             rows += [("gradc C++ backend, %d thr" % args.threads, "cpp_thr"),
                      ("gradc LLVM backend, %d thr" % args.threads,

@@ -104,7 +104,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cppOptions.sourceName = "fuzz.grad";
   cppOptions.sourceManager = &sm;
   llvm::raw_null_ostream null;
-  if (!emit::emitCpp(*ir, cppOptions, null, diags))
+  std::string cppError;
+  if (!emit::emitCpp(*ir, cppOptions, null, cppError))
     return 0;
 
   // lowerToLLVM runs LLVM's verifier; at -O0 no LLVM pass runs, which

@@ -4,7 +4,7 @@ differential tester").
 
   difftest.py [--gradc PATH] [--count N] [--seed S] [--per-module K]
               [--calls C] [--special-rate R] [--jobs J]
-              [--backends interp,llvm,cpp,loops,loops-opt,cpp-loops,llvm-loops]
+              [--backends interp,llvm,cpp,loops,loops-opt,llvm-loops]
               [--exact llvm,loops,loops-opt,llvm-loops]
               [--no-torch] [--exclude F,...]
               [--include F,...] [--only I,...] [--start I] [--out DIR]
@@ -23,8 +23,8 @@ backend evaluates all calls of a module in one `gradc run` process
     and after the loop passes) and llvm-loops (the loop IR built as LLVM
     IR, lib/Emit/PrintLLVM) must print what interp prints, digit for
     digit;
-  - cpp and cpp-loops (the loop IR printed as C++, lib/Emit/PrintCpp)
-    must agree with interp within docs/Testing.md's tolerances;
+  - cpp (the loop IR printed as C++, lib/Emit/PrintCpp) must agree with
+    interp within docs/Testing.md's tolerances;
   - NaN must meet NaN and an infinity the same infinity, everywhere;
   - every result, forward and gradient, must agree with PyTorch float64
     autograd on the same program (utils/difftest/oracle.py), within
@@ -581,8 +581,7 @@ def main():
     ap.add_argument("--special-rate", type=float, default=0.25)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--backends",
-                    default="interp,llvm,cpp,loops,loops-opt,cpp-loops,"
-                    "llvm-loops")
+                    default="interp,llvm,cpp,loops,loops-opt,llvm-loops")
     ap.add_argument("--exact", default="llvm,loops,loops-opt,llvm-loops")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--exclude", default="")

@@ -2,9 +2,9 @@
 //
 // The `cpp` run backend, in four steps:
 //
-//   1. EmitCpp writes the module's C++ with module name emit::jitModuleName,
-//      and this file appends one trampoline per exported function, the C++
-//      twin of the ones EmitLLVM writes for the JIT
+//   1. emit::emitCpp writes the module's C++ with module name
+//      emit::jitModuleName, and this file appends one trampoline per
+//      exported function, the C++ twin of the ones EmitLLVM writes for the JIT
 //      (`int32_t __gradc_call_SYM(const int64_t *sizes, void **args,
 //      void **outs)`).
 //   2. Clang's driver turns `clang++ -c gradc_jit.cpp` plus getCompilerFlags()
@@ -33,7 +33,6 @@
 #include "gradc/Emit/EmitCpp.h"
 #include "gradc/Emit/EmitLLVM.h"
 #include "gradc/Emit/Mangle.h"
-#include "gradc/Emit/PrintCpp.h"
 
 #include "clang/Basic/Diagnostic.h"
 #include "clang/Basic/DiagnosticLex.h"
@@ -426,25 +425,16 @@ clangjit::compileSource(llvm::StringRef source, llvm::StringRef mainPathRef,
 }
 
 bool clangjit::emitJITSource(const ir::Module &module, std::string &source,
-                             std::string &error, bool viaLoops) {
-  SourceManager noSources;
-  MessageCollector messages;
-  DiagnosticEngine diags(noSources, messages);
+                             std::string &error) {
   emit::EmitOptions options;
   options.moduleName = emit::jitModuleName;
   options.sourceName = sourceFileName;
   source.clear();
   llvm::raw_string_ostream os(source);
-  if (viaLoops) {
-    std::string printError;
-    if (!emit::printCppFromLoops(module, options, os, printError)) {
-      error = DiagnosticEngine::formatMessage(diag::err_clang_jit_cannot_emit,
-                                              {printError});
-      return false;
-    }
-  } else if (!emit::emitCpp(module, options, os, diags)) {
+  std::string emitError;
+  if (!emit::emitCpp(module, options, os, emitError)) {
     error = DiagnosticEngine::formatMessage(diag::err_clang_jit_cannot_emit,
-                                            {messages.message});
+                                            {emitError});
     return false;
   }
   os << "\n// Trampolines for emit::JITModule (lib/ClangJIT): every "
@@ -458,10 +448,9 @@ bool clangjit::emitJITSource(const ir::Module &module, std::string &source,
 }
 
 std::unique_ptr<emit::JITModule>
-clangjit::compileModule(const ir::Module &module, std::string &error,
-                        bool viaLoops) {
+clangjit::compileModule(const ir::Module &module, std::string &error) {
   std::string source;
-  if (!emitJITSource(module, source, error, viaLoops))
+  if (!emitJITSource(module, source, error))
     return nullptr;
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvmModule =
@@ -483,20 +472,6 @@ bool clangjit::runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
       module, "cpp",
       [&](std::string &compileError) {
         return compileModule(module, compileError);
-      },
-      error);
-  return jit && jit->call(fnName, args, results, error);
-}
-
-bool clangjit::runWithClangJITLoops(const ir::Module &module,
-                                    llvm::StringRef fnName,
-                                    llvm::ArrayRef<ir::Tensor> args,
-                                    std::vector<ir::Tensor> &results,
-                                    std::string &error) {
-  emit::JITModule *jit = emit::getCachedJITModule(
-      module, "cpp-loops",
-      [&](std::string &compileError) {
-        return compileModule(module, compileError, /*viaLoops=*/true);
       },
       error);
   return jit && jit->call(fnName, args, results, error);

@@ -1,13 +1,14 @@
-//===- PrintCpp.cpp - The C++ printer of the loop IR ----------------------===//
+//===- PrintCpp.cpp - The C++ backend: a printer of the loop IR -----------===//
 //
-// Prints a lowered module (after the loop passes) as C++ over
-// gradc/Runtime.h, one statement of the loop IR at a time: a `for` per
-// loop, an assignment per store or accumulation, an `if (...) return
-// STATUS;` per check, a gradc::matmul per kernel call and a call (with its
-// status checked) per call. Nothing here knows what an op was: lowering
+// `gradc --emit=cpp` (EmitCpp.h). Prints a lowered module (after the loop
+// passes) as C++ over gradc/Runtime.h, one statement of the loop IR at a time:
+// a `for` per loop, an assignment per store or accumulation, an `if (...)
+// return STATUS;` per check, a gradc::matmul per kernel call and a call (with
+// its status checked) per call. Nothing here knows what an op was: lowering
 // made every op primitive, and the loop passes fused and planned it.
 //
-// The ABI is EmitCpp's, from the same places: symbols and parameters from
+// The ABI comes from the places the header and the LLVM backend share:
+// symbols and parameters from
 // Mangle.h (getCParams), the size checks from SizeChecks.h, the status
 // codes of docs/ABI.md. A parameter that no statement reads
 // (LoopFunction::isParamRead) keeps its name in a comment.
@@ -21,7 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "gradc/Emit/PrintCpp.h"
+#include "gradc/Emit/EmitCpp.h"
 
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
@@ -160,9 +161,7 @@ private:
   static Text literal(ScalarType t, double v);
 
   // Statements.
-  void line(const std::string &text) {
-    out += std::string(indent, ' ') + text + "\n";
-  }
+  void line(const std::string &text);
   bool afterBrace() const {
     return out.size() >= 2 && out[out.size() - 2] == '{';
   }
@@ -176,6 +175,8 @@ private:
   void privateCopies(const Stmt &s);
   void accumulate(const Stmt &s);
   void call(const Stmt &s);
+  void kernelCall(const Stmt &s);
+  void findTransposedOperands();
   std::string signature() const;
 
   const ir::Module &module;
@@ -200,6 +201,11 @@ private:
   bool dividesI32 = false;
   unsigned indent = 2;
   std::string lastComment;
+  /// Matmul operands that a loop nest only transposes: the buffer, what it
+  /// transposes, and the nests (not printed: the kernel reads the source
+  /// transposed).
+  llvm::DenseMap<const Buffer *, const Buffer *> transposedFrom;
+  llvm::DenseSet<const Stmt *> elided;
 };
 
 //===--- Names ------------------------------------------------------------===//
@@ -431,8 +437,53 @@ Text FunctionPrinter::primExpr(const Expr &e) const {
 
 //===--- Statements -------------------------------------------------------===//
 
+/// Whether `token` is a binary operator that a line may break after.
+static bool breaksAfter(llvm::StringRef token) {
+  static const char *const ops[] = {"=",  "+=", "+",  "-", "*",  "/",
+                                    "%",  "<",  "<=", ">", ">=", "==",
+                                    "!=", "&&", "||", "?", ":"};
+  return llvm::is_contained(ops, token);
+}
+
+/// One statement at the current indentation, broken at 80 columns as
+/// clang-format would roughly break it: after a comma or a binary operator
+/// of the least nesting that fits, the rest indented by 4 more.
+void FunctionPrinter::line(const std::string &text) {
+  std::string rest = text;
+  size_t col = indent;
+  // Lines that come broken (the prologue's) and comments print as given.
+  while (col + rest.size() > lineLimit &&
+         !llvm::StringRef(rest).starts_with("//") &&
+         rest.find('\n') == std::string::npos) {
+    int depth = 0, bestDepth = std::numeric_limits<int>::max();
+    size_t best = std::string::npos;
+    for (size_t i = 1; i < rest.size() && col + i <= lineLimit; ++i) {
+      char c = rest[i - 1];
+      if (c == '(' || c == '[' || c == '{')
+        ++depth;
+      else if (c == ')' || c == ']' || c == '}')
+        --depth;
+      if (rest[i] != ' ' || depth > bestDepth)
+        continue;
+      size_t start = rest.rfind(' ', i - 1);
+      llvm::StringRef token = llvm::StringRef(rest).slice(
+          start == std::string::npos ? 0 : start + 1, i);
+      if (c == ',' || (start != std::string::npos && breaksAfter(token))) {
+        best = i;
+        bestDepth = depth;
+      }
+    }
+    if (best == std::string::npos)
+      break;
+    out += std::string(col, ' ') + rest.substr(0, best) + "\n";
+    rest = rest.substr(best + 1);
+    col = indent + 4;
+  }
+  out += std::string(col, ' ') + rest + "\n";
+}
+
 /// One comment per source statement or rule: the rule's note, else the
-/// source line, as EmitCpp writes them.
+/// source line.
 void FunctionPrinter::comment(const Origin &origin) {
   std::string text = origin.rule;
   if (text.empty() && options.sourceManager && origin.loc.isValid()) {
@@ -472,7 +523,7 @@ void FunctionPrinter::prologue() {
                         "})");
   }
   if (!overflows.empty()) {
-    line("if (" + llvm::join(overflows, " ||\n      ") + ")");
+    line("if (" + llvm::join(overflows, " || ") + ")");
     line("  return GRADC_ERROR_SIZE;");
   }
 }
@@ -500,16 +551,17 @@ void FunctionPrinter::declarations() {
     storage[b] = slots[s].name;
   };
   // Unplanned buffers go after the planned ones; a parallel loop declares
-  // its private buffers itself.
+  // its private buffers itself, and a transposed matmul operand needs no
+  // storage.
   for (const auto &b : fn.buffers)
-    if (privates.contains(b.get()))
+    if (privates.contains(b.get()) || transposedFrom.count(b.get()))
       continue;
     else if (b->slot >= 0 && b->kind == Buffer::Kind::Scratch)
       place(b.get(), scratch, "scratch");
     else if (b->slot >= 0 && b->kind == Buffer::Kind::Stack)
       place(b.get(), stack, "stack");
   for (const auto &b : fn.buffers)
-    if (privates.contains(b.get()))
+    if (privates.contains(b.get()) || transposedFrom.count(b.get()))
       continue;
     else if (b->slot < 0 && b->kind == Buffer::Kind::Scratch)
       place(b.get(), scratch, "scratch");
@@ -553,6 +605,8 @@ void FunctionPrinter::declarations() {
   }
   for (const auto &bp : fn.buffers) {
     const Buffer *b = bp.get();
+    if (transposedFrom.count(b))
+      continue;
     std::string type = cTypeName(b->dtype).str();
     if (privates.contains(b))
       continue;
@@ -734,7 +788,162 @@ void FunctionPrinter::call(const Stmt &s) {
   line("  return " + statusName + ";");
 }
 
+/// z = a @ b on M x K and K x N matrices at those offsets; an operand that
+/// a nest only transposes is read transposed where it came from.
+void FunctionPrinter::kernelCall(const Stmt &s) {
+  auto at = [&](const Buffer *b, const Expr &offset) {
+    std::string p = pointerOf(b);
+    if (!isIndexConst(offset, 0))
+      p += " + " + paren(expr(offset), Additive + 1);
+    return p;
+  };
+  auto operand = [&](unsigned i) {
+    const Buffer *b = s.inputs[i];
+    if (const Buffer *from = transposedFrom.lookup(b))
+      return pointerOf(from) + ", gradc::Transposed";
+    return at(b, *s.operands[i + 1]) + ", gradc::NoTranspose";
+  };
+  line("gradc::matmul(" + operand(0) + ", " + operand(1) + ", " +
+       at(s.outputs[0], *s.operands[0]) + ", " + flat(*s.operands[3]) + ", " +
+       flat(*s.operands[5]) + ", " + flat(*s.operands[4]) + ");");
+}
+
+/// Finds the nests `for i < R { for j < C { t[i * C + j] = x[j * R + i] } }`
+/// whose `t` only a later matmul of the same block reads (at offset 0, as
+/// an R x C operand), with no statement between them that writes `x` or
+/// its storage: the kernel reads `x` transposed instead (gradc::Transposed),
+/// so no transpose is stored.
+void FunctionPrinter::findTransposedOperands() {
+  llvm::DenseMap<const Buffer *, unsigned> uses;
+  walk(fn.body, [&](const Stmt &s) {
+    walkExprs(s, [&](const Expr &e) {
+      if (e.kind == Expr::Kind::Load)
+        ++uses[e.buffer];
+    });
+    for (const Buffer *b : s.inputs)
+      ++uses[b];
+    for (const Buffer *b : s.outputs)
+      ++uses[b];
+    if (s.buffer)
+      ++uses[s.buffer];
+  });
+  for (const auto &b : fn.buffers)
+    if (b->base)
+      uses[b->base] += 2;
+  auto isVar = [](const Expr &e, unsigned v) {
+    return e.kind == Expr::Kind::LoopVar && e.var == v;
+  };
+  // `row * stride + col`, with the stride's text.
+  auto matchIndex = [&](const Expr &e, unsigned row, unsigned col,
+                        std::string &stride) {
+    if (e.kind != Expr::Kind::Prim || e.op != PrimOp::Add ||
+        !isVar(*e.args[1], col))
+      return false;
+    const Expr &m = *e.args[0];
+    if (m.kind != Expr::Kind::Prim || m.op != PrimOp::Mul ||
+        !isVar(*m.args[0], row))
+      return false;
+    stride = flat(*m.args[1]);
+    return true;
+  };
+  auto root = [](const Buffer *b) {
+    while (b->kind == Buffer::Kind::Alias && b->base)
+      b = b->base;
+    return b;
+  };
+  // Whether `a` and `b` may be the same memory: one root, or one planned
+  // slot.
+  auto overlap = [&](const Buffer *a, const Buffer *b) {
+    a = root(a);
+    b = root(b);
+    return a == b ||
+           (a->kind == b->kind && a->slot >= 0 && a->slot == b->slot &&
+            (a->kind == Buffer::Kind::Scratch ||
+             a->kind == Buffer::Kind::Stack));
+  };
+  auto writes = [&](const Stmt &s, const Buffer *x) {
+    bool hit = false;
+    auto visit = [&](const Stmt &w) {
+      if ((w.kind == Stmt::Kind::Store || w.kind == Stmt::Kind::Accumulate) &&
+          w.buffer)
+        hit = hit || overlap(w.buffer, x);
+      for (const Buffer *o : w.outputs)
+        hit = hit || overlap(o, x);
+    };
+    visit(s);
+    walk(s.body, visit);
+    return hit;
+  };
+  for (size_t i = 0; i + 1 < fn.body.size(); ++i) {
+    const Stmt &outer = *fn.body[i];
+    if (outer.kind != Stmt::Kind::For || outer.body.size() != 1)
+      continue;
+    const Stmt &inner = *outer.body[0];
+    if (inner.kind != Stmt::Kind::For || inner.body.size() != 1)
+      continue;
+    const Stmt &store = *inner.body[0];
+    if (store.kind != Stmt::Kind::Store)
+      continue;
+    const Buffer *t = store.buffer;
+    const Expr &v = *store.value;
+    if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
+        uses[t] != 2 || v.kind != Expr::Kind::Load ||
+        v.buffer->dtype != t->dtype || v.buffer == t ||
+        isScalarParam(v.buffer) || v.buffer->kind == Buffer::Kind::Local)
+      continue;
+    std::string tStride, xStride;
+    if (!matchIndex(*store.index, outer.var, inner.var, tStride) ||
+        !matchIndex(*v.args[0], inner.var, outer.var, xStride))
+      continue;
+    std::string rows = flat(*outer.extent), cols = flat(*inner.extent);
+    if (tStride != cols || xStride != rows)
+      continue;
+    // The first statement after the nest that touches `t` must be the
+    // matmul. Buffer planning may have given the source's memory to a
+    // buffer written in between, or to the product, since the transpose
+    // nest was the source's last reader.
+    size_t at = i + 1;
+    bool clobbered = false;
+    for (; at < fn.body.size(); ++at) {
+      const Stmt &between = *fn.body[at];
+      bool touches =
+          writes(between, t) || llvm::is_contained(between.inputs, t);
+      walkExprs(between, [&](const Expr &e) {
+        touches = touches || (e.kind == Expr::Kind::Load && e.buffer == t);
+      });
+      walk(between.body, [&](const Stmt &n) {
+        touches = touches || llvm::is_contained(n.inputs, t);
+        walkExprs(n, [&](const Expr &e) {
+          touches = touches || (e.kind == Expr::Kind::Load && e.buffer == t);
+        });
+      });
+      if (touches)
+        break;
+      clobbered = clobbered || writes(between, v.buffer);
+    }
+    if (clobbered || at == fn.body.size() ||
+        fn.body[at]->kind != Stmt::Kind::KernelCall)
+      continue;
+    const Stmt &k = *fn.body[at];
+    if (overlap(v.buffer, k.outputs[0]))
+      continue;
+    for (unsigned op = 0; op < 2; ++op) {
+      if (k.inputs[op] != t || !isIndexConst(*k.operands[op + 1], 0))
+        continue;
+      // a is M x K, b is K x N.
+      const Expr &r = *k.operands[op == 0 ? 3 : 4];
+      const Expr &c = *k.operands[op == 0 ? 4 : 5];
+      if (flat(r) != rows || flat(c) != cols || k.inputs[1 - op] == t)
+        continue;
+      transposedFrom[t] = v.buffer;
+      elided.insert(&outer);
+    }
+  }
+}
+
 void FunctionPrinter::stmt(const Stmt &s) {
+  if (elided.count(&s))
+    return;
   comment(s.origin);
   switch (s.kind) {
   case Stmt::Kind::For:
@@ -750,21 +959,9 @@ void FunctionPrinter::stmt(const Stmt &s) {
     line("if (!" + paren(expr(*s.cond), Atom) + ")");
     line("  return " + checkStatusName(s.status).str() + ";");
     return;
-  case Stmt::Kind::KernelCall: {
-    // z = a @ b on M x K and K x N matrices at those offsets.
-    auto at = [&](const Buffer *b, const Expr &offset) {
-      std::string p = pointerOf(b);
-      if (!isIndexConst(offset, 0))
-        p += " + " + paren(expr(offset), Additive + 1);
-      return p;
-    };
-    line("gradc::matmul(" + at(s.inputs[0], *s.operands[1]) +
-         ", gradc::NoTranspose, " + at(s.inputs[1], *s.operands[2]) +
-         ", gradc::NoTranspose, " + at(s.outputs[0], *s.operands[0]) + ", " +
-         flat(*s.operands[3]) + ", " + flat(*s.operands[5]) + ", " +
-         flat(*s.operands[4]) + ");");
+  case Stmt::Kind::KernelCall:
+    kernelCall(s);
     return;
-  }
   case Stmt::Kind::Call:
     call(s);
     return;
@@ -806,6 +1003,7 @@ void FunctionPrinter::run() {
   for (const StmtPtr &s : fn.body)
     if (s->parallel)
       privates.insert(s->privates.begin(), s->privates.end());
+  findTransposedOperands();
   out += signature();
   prologue();
   declarations();
@@ -816,9 +1014,8 @@ void FunctionPrinter::run() {
 
 } // namespace
 
-bool emit::printCppFromLoops(const ir::Module &module,
-                             const EmitOptions &options, llvm::raw_ostream &os,
-                             std::string &error) {
+bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
+                   llvm::raw_ostream &os, std::string &error) {
   std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
   if (!lowered || !verifyLoops(*lowered, error) ||
       !runLoopPasses(*lowered, defaultLoopPipeline, error))
@@ -827,7 +1024,7 @@ bool emit::printCppFromLoops(const ir::Module &module,
   text += "// Generated by gradc from " +
           (options.sourceName.empty() ? std::string("<unknown>")
                                       : options.sourceName) +
-          " through the loop IR. Do not edit.\n";
+          ". Do not edit.\n";
   std::string about =
       "The C ABI of module '" + options.moduleName +
       "' (docs/ABI.md): every function returns GRADC_OK or an error status, "

@@ -59,10 +59,6 @@ struct BackendPlugin {
   bool (*runLLVMLoops)(const ir::Module &module, llvm::StringRef fnName,
                        llvm::ArrayRef<ir::Tensor> args,
                        std::vector<ir::Tensor> &results, std::string &error);
-  /// `cpp-loops`: the same through the loop IR's C++ printer.
-  bool (*runCppLoops)(const ir::Module &module, llvm::StringRef fnName,
-                      llvm::ArrayRef<ir::Tensor> args,
-                      std::vector<ir::Tensor> &results, std::string &error);
   /// lib/ClangJIT/Externs.h.
   bool (*checkExternHeaders)(
       ast::Module &module, const clangjit::ExternOptions &options,
@@ -86,7 +82,7 @@ struct BackendPlugin {
 };
 
 /// Changes whenever BackendPlugin or what its functions mean changes.
-inline constexpr unsigned backendPluginVersion = 4;
+inline constexpr unsigned backendPluginVersion = 5;
 
 /// The C name of the function, `const BackendPlugin *()`, that the plugin
 /// exports.

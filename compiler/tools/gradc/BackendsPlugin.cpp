@@ -66,12 +66,17 @@ bool parseLLVMOptions(const std::vector<std::string> &args,
 }
 
 const BackendPlugin plugin = {
-    backendPluginVersion,           emitLLVM,
-    emit::runWithLLVMJIT,           clangjit::runWithClangJIT,
-    emit::runWithLLVMJITLoops,      clangjit::runWithClangJITLoops,
-    clangjit::checkExternHeaders,   clangjit::getExternCompilerArgs,
-    clangjit::setGeneratedCodeArgs, clangjit::setInjectedSource,
-    clangjit::loadExterns,          parseLLVMOptions,
+    backendPluginVersion,
+    emitLLVM,
+    emit::runWithLLVMJIT,
+    clangjit::runWithClangJIT,
+    emit::runWithLLVMJITLoops,
+    clangjit::checkExternHeaders,
+    clangjit::getExternCompilerArgs,
+    clangjit::setGeneratedCodeArgs,
+    clangjit::setInjectedSource,
+    clangjit::loadExterns,
+    parseLLVMOptions,
 };
 
 } // namespace

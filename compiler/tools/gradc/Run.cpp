@@ -88,32 +88,15 @@ bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
   return plugin && plugin->runLLVMLoops(module, fnName, args, results, error);
 }
 
-/// `cpp-loops`: the loop IR printed as C++ (lib/Emit/PrintCpp.cpp), run
-/// like `cpp`.
-bool runWithClangJITLoops(const ir::Module &module, llvm::StringRef fnName,
-                          llvm::ArrayRef<ir::Tensor> args,
-                          std::vector<ir::Tensor> &results,
-                          std::string &error) {
-  const BackendPlugin *plugin = getBackendPlugin(error);
-  if (!plugin)
-    return false;
-  plugin->setInjectedSource(injectedSource);
-  return plugin->runCppLoops(module, fnName, args, results, error);
-}
-
 /// Adding a backend is one row here (the emitters add `llvm` and `cpp`).
 const RunBackend runBackends[] = {
     {"interp", "the reference interpreter of lib/IR", ir::interpret},
     {"llvm", "LLVM IR compiled by ORC's JIT (lib/Emit/LLVMJIT)",
      runWithLLVMJIT},
     {"cpp",
-     "the C++ backend's code compiled in-process by Clang, run by ORC's JIT "
-     "(lib/ClangJIT)",
+     "the C++ backend's code (the loop IR printed by lib/Emit/PrintCpp) "
+     "compiled in-process by Clang, run by ORC's JIT (lib/ClangJIT)",
      runWithClangJIT},
-    {"cpp-loops",
-     "the loop IR (after its passes) printed as C++ (lib/Emit/PrintCpp), "
-     "compiled in-process by Clang like cpp",
-     runWithClangJITLoops},
     {"llvm-loops",
      "the loop IR (after its passes) built as LLVM IR (lib/Emit/PrintLLVM), "
      "run like llvm",
@@ -140,7 +123,7 @@ std::string listBackends() {
 llvm::ArrayRef<RunBackend> driver::getRunBackends() { return runBackends; }
 
 llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
-  if (name == "cpp" || name == "cpp-loops")
+  if (name == "cpp")
     return "C++";
   if (name == "llvm" || name == "llvm-loops")
     return "LLVM";
@@ -149,7 +132,7 @@ llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
 
 bool driver::backendRunsLoops(llvm::StringRef name) {
   return name == "interp" || name == "loops" || name == "loops-opt" ||
-         name == "cpp-loops";
+         name == "cpp";
 }
 
 const RunBackend *driver::lookupRunBackend(llvm::StringRef name) {

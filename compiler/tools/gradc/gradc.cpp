@@ -20,7 +20,6 @@
 #include "gradc/Emit/EmitHeader.h"
 #include "gradc/Emit/EmitPython.h"
 #include "gradc/Emit/Mangle.h"
-#include "gradc/Emit/PrintCpp.h"
 #include "gradc/IR/Printer.h"
 #include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
@@ -82,9 +81,9 @@ cl::opt<EmitKind> emitKind(
 
 cl::opt<std::string>
     lowerTo("lower",
-            cl::desc("With --emit=cpp, llvm or obj: 'loops' prints the loop "
-                     "IR (after its passes) as C++ or LLVM IR instead of "
-                     "the default emitter's code"),
+            cl::desc("With --emit=llvm or obj: 'loops' prints the loop IR "
+                     "(after its passes) as LLVM IR instead of EmitLLVM's "
+                     "code (--emit=cpp always prints the loop IR)"),
             cl::value_desc("loops"), cl::init(""), cl::cat(gradcCategory));
 
 cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
@@ -440,14 +439,12 @@ int compileCommand(Compilation &c) {
   case EmitKind::Cpp:
   case EmitKind::Header:
   case EmitKind::Python: {
-    // The loop IR lowers loops and indexing; the per-op emitters do not.
-    // A header declares the exported functions, and a Python module calls
-    // them, whichever code defines them.
-    bool viaLoops = (emitKind == EmitKind::Cpp && lowerTo == "loops") ||
-                    emitKind == EmitKind::Header ||
-                    emitKind == EmitKind::Python;
-    if (!viaLoops && !emit::checkBackendSupport(*c.ir, "C++", *c.diags))
-      return c.finish();
+    // The C++ backend prints the loop IR, which lowers loops and indexing.
+    if (emitKind == EmitKind::Cpp && !lowerTo.empty()) {
+      llvm::errs() << "gradc: error: --lower applies to --emit=llvm and obj; "
+                      "--emit=cpp always prints the loop IR\n";
+      return 1;
+    }
     emit::EmitOptions options;
     options.moduleName = cModuleName();
     options.sourceName = llvm::sys::path::filename(inputFile).str();
@@ -461,18 +458,13 @@ int compileCommand(Compilation &c) {
       emit::emitHeader(*c.ir, options, os);
     else if (emitKind == EmitKind::Python)
       emit::emitPython(*c.ir, options, os);
-    else if (!lowerTo.empty() && lowerTo != "loops") {
-      llvm::errs() << "gradc: error: --lower takes 'loops', not '" << lowerTo
-                   << "'\n";
-      return 1;
-    } else if (lowerTo == "loops") {
+    else {
       std::string error;
-      if (!emit::printCppFromLoops(*c.ir, options, os, error)) {
+      if (!emit::emitCpp(*c.ir, options, os, error)) {
         llvm::errs() << "gradc: error: internal error: " << error << "\n";
         return 1;
       }
-    } else if (!emit::emitCpp(*c.ir, options, os, *c.diags))
-      return c.finish();
+    }
     auto out = Output::open(c, false);
     if (!out)
       return c.finish();

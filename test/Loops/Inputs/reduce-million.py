@@ -39,7 +39,7 @@ def main():
     ap.add_argument("gradc")
     ap.add_argument("workdir")
     ap.add_argument("--n", type=int, default=1000000)
-    ap.add_argument("--backends", default="interp,loops,loops-opt,cpp-loops")
+    ap.add_argument("--backends", default="interp,loops,loops-opt,cpp")
     ap.add_argument("--data", default="uniform,decades",
                     help="of uniform, positive, decades (K2 runs on uniform)")
     args = ap.parse_args()

@@ -5,8 +5,8 @@ compares the printed numbers.
 For a .grad file and a list of calls (`--call 'f([1, 2], 3)'`, or every
 `# CALL: f(...)` line of the files given with --calls-from), this script
 
-  1. emits `--emit=cpp` (with --lower=loops through the loop IR's printer;
-     or with --backend=llvm `--emit=obj`, the LLVM backend's object code)
+  1. emits `--emit=cpp` (or with --backend=llvm `--emit=obj`, the LLVM
+     backend's object code)
      and `--emit=header` into the output directory;
   2. writes a C++ driver that calls each function through the generated
      header's C ABI on the literal arguments and prints every result in
@@ -257,9 +257,6 @@ def main():
     ap.add_argument("--calls-from", action="append", default=[])
     ap.add_argument("--gradc-flag", action="append", default=[])
     ap.add_argument("--module-name", default="m")
-    ap.add_argument("--lower", default="",
-                    help="'loops': emit through the loop IR's C++ printer "
-                         "(gradc --emit=cpp --lower=loops)")
     ap.add_argument("--backend", choices=["cpp", "llvm"], default="cpp",
                     help="link the driver with the C++ backend's code (the "
                     "default) or the LLVM backend's object file")
@@ -276,10 +273,9 @@ def main():
     base = os.path.join(opts.out, module)
     extra = opts.gradc_flag + ["--module-name=" + module]
     code = base + (".cpp" if opts.backend == "cpp" else ".o")
-    lower = ["--lower=" + opts.lower] if opts.lower else []
     run([opts.gradc, opts.grad_file,
          "--emit=" + ("cpp" if opts.backend == "cpp" else "obj"), "-o",
-         code] + extra + lower)
+         code] + extra)
     run([opts.gradc, opts.grad_file, "--emit=header", "-o", base + ".h"] +
         extra)
     sigs = signatures(opts.gradc, opts.grad_file, opts.gradc_flag)

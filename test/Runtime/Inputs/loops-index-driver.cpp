@@ -1,5 +1,5 @@
 // Calls test/Interp/take-index-errors.grad, compiled through the loop IR
-// (gradc --emit=cpp --lower=loops --module-name=m), with indices in and
+// (gradc --emit=cpp --module-name=m), with indices in and
 // out of range, and prints each status and result: an index out of range
 // must return GRADC_ERROR_INDEX (2) before any read out of bounds, which
 // AddressSanitizer would report. The buffers are exactly as large as the

@@ -1,7 +1,7 @@
 //===- ClangJIT.h - Running the C++ backend's code in-process ---*- C++ -*-===//
 //
 // `gradc run --backend=cpp` and `gradc check --backend=cpp`: the module's
-// C++ (EmitCpp) is compiled in-process by Clang 19 used as a library, with
+// C++ (emit::emitCpp) is compiled in-process by Clang 19 used as a library, with
 // gradc/Runtime.h served from a copy embedded in gradc, and the resulting
 // LLVM module is handed to the LLVM backend's ORC JIT (emit::JITModule),
 // which marshals arguments and calls functions exactly as for
@@ -66,21 +66,18 @@ compileSource(llvm::StringRef source, llvm::StringRef mainPath,
               llvm::ArrayRef<std::string> extraArgs, llvm::LLVMContext &context,
               std::string &error, bool userCode);
 
-/// The C++ that the `cpp` backend compiles for `module`: EmitCpp's
+/// The C++ that the `cpp` backend compiles for `module`: emit::emitCpp's
 /// translation unit with module name emit::jitModuleName, followed by one
 /// trampoline per exported function with the signature and name that
 /// emit::JITModule calls (see emit::jitWrapperName). False with `error`
-/// set when the C++ backend cannot emit the module. With `viaLoops`, the
-/// translation unit is the loop IR's C++ printer's (emit::printCppFromLoops)
-/// instead of EmitCpp's.
+/// set when the C++ backend cannot emit the module.
 bool emitJITSource(const ir::Module &module, std::string &source,
-                   std::string &error, bool viaLoops = false);
+                   std::string &error);
 
 /// emitJITSource, compileCpp and emit::JITModule::createFromLLVMModule in
 /// a row: every exported function of `module`, ready to call.
 std::unique_ptr<emit::JITModule> compileModule(const ir::Module &module,
-                                               std::string &error,
-                                               bool viaLoops = false);
+                                               std::string &error);
 
 /// A test hook (`gradc run --cpp-jit-inject=TEXT`): text appended to the
 /// generated C++ that the cpp backend compiles, so that a lit test can make
@@ -94,11 +91,6 @@ void setInjectedSource(std::string text);
 bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
                      llvm::ArrayRef<ir::Tensor> args,
                      std::vector<ir::Tensor> &results, std::string &error);
-
-/// The same through the loop IR's C++ printer: the `cpp-loops` row.
-bool runWithClangJITLoops(const ir::Module &module, llvm::StringRef fnName,
-                          llvm::ArrayRef<ir::Tensor> args,
-                          std::vector<ir::Tensor> &results, std::string &error);
 
 } // namespace gradc::clangjit
 

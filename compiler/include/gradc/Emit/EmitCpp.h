@@ -3,7 +3,9 @@
 // `gradc --emit=cpp`: one C++17 translation unit that defines the C ABI of
 // docs/ABI.md for every exported function of a module (after
 // differentiation and simplification), on top of runtime/include/gradc/
-// Runtime.h. docs/CppBackend.md describes the code it writes.
+// Runtime.h. The module is lowered to the loop IR (lib/Loops), the loop
+// passes of loops::defaultLoopPipeline run, and lib/Emit/PrintCpp.cpp
+// prints each loop function. docs/CppBackend.md describes the code.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,10 +31,12 @@ struct EmitOptions {
   const SourceManager *sourceManager = nullptr;
 };
 
-/// Writes the C++ source of `module`. Returns false after reporting an
-/// error for a construct the backend cannot emit (nothing is written then).
+/// Writes the C++ source of `module`. Returns false with `error` set only
+/// on an internal error (a lowering or a loop pass that breaks the loop
+/// IR's invariants); nothing is written then. Constructs no backend
+/// supports are rejected before, by emit::checkBackendSupport.
 bool emitCpp(const ir::Module &module, const EmitOptions &options,
-             llvm::raw_ostream &os, DiagnosticEngine &diags);
+             llvm::raw_ostream &os, std::string &error);
 
 } // namespace gradc::emit
 

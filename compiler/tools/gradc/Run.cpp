@@ -149,7 +149,7 @@ llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
 
 bool driver::backendRunsLoops(llvm::StringRef name) {
   return name == "interp" || name == "loops" || name == "loops-opt" ||
-         name == "cpp-loops";
+         name == "cpp-loops" || name == "llvm-loops";
 }
 
 const RunBackend *driver::lookupRunBackend(llvm::StringRef name) {

@@ -323,7 +323,7 @@ bool outputIsInput(Compilation &c) {
 /// (unoptimised with -O0), for the host or --target/--cpu; built by the
 /// plugin (Backends.h).
 int emitLLVM(Compilation &c, bool object) {
-  if (!emit::checkBackendSupport(*c.ir, "LLVM", *c.diags))
+  if (lowerTo != "loops" && !emit::checkBackendSupport(*c.ir, "LLVM", *c.diags))
     return c.finish();
   const BackendPlugin *plugin = getBackendPlugin(*c.diags);
   if (!plugin)

@@ -7,9 +7,8 @@ that holds the hand-written reference):
 1. compiles NAME.grad with gradc twice, timed: the C++ backend
    (--emit=cpp --module-name=NAME_cpp, then g++ -O3 -march=native
    -DGRADC_USE_BLAS; --lower=loops: the loop IR's C++ printer instead) and
-   the LLVM backend (--emit=obj --blas
-   --module-name=NAME_llvm; --llvm-lower=loops: the loop IR's LLVM
-   printer instead), both with --value-and-grad (--no-blas: without
+   the LLVM backend (--emit=obj --blas --module-name=NAME_llvm, the loop
+   IR's LLVM printer), both with --value-and-grad (--no-blas: without
    BLAS), and links them with the harness into one program;
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
@@ -209,8 +208,7 @@ def build(name, args, work):
         cxx + blas_cpp + ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
     times["gradc --emit=obj"], _ = run(
         [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
-         "-o", o(name + "_llvm.o")] + vg + blas_llvm +
-        (["--lower=" + args.llvm_lower] if args.llvm_lower else []))
+         "-o", o(name + "_llvm.o")] + vg + blas_llvm)
     run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
          "-o", o(name + "_llvm.h")] + vg)
     run(cxx + ["-I", os.path.join(HERE, "harness"),
@@ -349,10 +347,6 @@ def main():
                    help="'loops': the C++ column is the loop IR's printer "
                         "(gradc --emit=cpp --lower=loops) instead of the "
                         "default emitter")
-    p.add_argument("--llvm-lower", default="",
-                   help="'loops': the LLVM column is the loop IR's printer "
-                        "(gradc --emit=obj --lower=loops) instead of "
-                        "EmitLLVM")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")

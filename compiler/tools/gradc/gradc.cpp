@@ -82,9 +82,9 @@ cl::opt<EmitKind> emitKind(
 
 cl::opt<std::string>
     lowerTo("lower",
-            cl::desc("With --emit=cpp, llvm or obj: 'loops' prints the loop "
-                     "IR (after its passes) as C++ or LLVM IR instead of "
-                     "the default emitter's code"),
+            cl::desc("With --emit=cpp: 'loops' prints the loop IR (after "
+                     "its passes) as C++ instead of the default emitter's "
+                     "code (LLVM IR always comes from the loop IR)"),
             cl::value_desc("loops"), cl::init(""), cl::cat(gradcCategory));
 
 cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
@@ -323,8 +323,6 @@ bool outputIsInput(Compilation &c) {
 /// (unoptimised with -O0), for the host or --target/--cpu; built by the
 /// plugin (Backends.h).
 int emitLLVM(Compilation &c, bool object) {
-  if (lowerTo != "loops" && !emit::checkBackendSupport(*c.ir, "LLVM", *c.diags))
-    return c.finish();
   const BackendPlugin *plugin = getBackendPlugin(*c.diags);
   if (!plugin)
     return c.finish();
@@ -334,12 +332,6 @@ int emitLLVM(Compilation &c, bool object) {
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
-  if (!lowerTo.empty() && lowerTo != "loops") {
-    llvm::errs() << "gradc: error: --lower takes 'loops', not '" << lowerTo
-                 << "'\n";
-    return 1;
-  }
-  options.viaLoops = lowerTo == "loops";
   std::string bytes, error;
   bool targetError = false;
   if (!plugin->emitLLVM(*c.ir, options, object, bytes, error, targetError)) {

@@ -15,8 +15,10 @@
 //     Reading `%p` in one statement only means nothing is computed twice.
 //     The one exception: the lane loops of one sum (Lowering's
 //     accumulateLanes: the whole chunks, then the rest) are several
-//     statements R that accumulate into the same stack buffer of lanes;
-//     they read disjoint elements, so each is still computed once.
+//     blocks that each end in an accumulation with `+` into the same
+//     stack buffer of lanes; they read disjoint elements, so a producer
+//     read once in each of them (by the accumulation or by a local
+//     fused there before) is still computed once per element.
 //  3. Before each R, a local `%p = V[loop variables := their bindings]` is
 //     inserted, R reads that local instead, and the producer nest and the
 //     buffer are deleted. Repeat until nothing changes, so chains fuse.
@@ -24,9 +26,17 @@
 // The value stored is the value computed, rounding included (V carries the
 // cast to `%p`'s type), so the result is bit for bit the unfused one.
 //
+// One sweep visits the top-level statements from the last to the first
+// with an index of every buffer's readers, so that it is linear in the
+// function (a chain of 100,000 lets: utils/scaling.sh with EMITS=loops).
+//
 //===----------------------------------------------------------------------===//
 
 #include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <cmath>
 #include <map>
@@ -140,27 +150,162 @@ std::vector<ExprPtr *> exprSlots(Stmt &s) {
   return slots;
 }
 
-/// A statement that reads a buffer, and where it sits.
-struct Reader {
-  Block *block;
-  size_t position;
-  size_t top; ///< the index of its top-level statement
-};
-
 class Fuser {
 public:
   explicit Fuser(LoopFunction &fn) : fn(fn) {}
 
-  /// Fuses one producer; false when there is none left.
-  bool fuseOne() {
-    for (size_t i = 0; i < fn.body.size(); ++i)
-      if (tryProducer(i))
-        return true;
-    return false;
+  /// One sweep from the last top-level statement to the first, fusing
+  /// every producer it can; false when nothing fused. Going backwards, a
+  /// producer's reader has already taken in whatever fused into it, and a
+  /// fused nest leaves an empty slot, so no statement still to be visited
+  /// moves. The uses of every buffer are indexed once per sweep and kept
+  /// up to date; the empty slots and the dead buffers go at the end.
+  bool sweep() {
+    indexUses();
+    bool any = false;
+    for (size_t i = fn.body.size(); i-- > 0;)
+      if (fn.body[i])
+        any |= tryProducer(i);
+    for (Block *block : touchedOrder)
+      insertPending(*block);
+    touched.clear();
+    touchedOrder.clear();
+    std::erase_if(fn.body, [](const StmtPtr &s) { return !s; });
+    std::erase_if(fn.buffers, [&](std::unique_ptr<Buffer> &b) {
+      if (!deadBuffers.count(b.get()))
+        return false;
+      // Kept alive: a dead statement may still point at it.
+      graveyard.push_back(std::move(b));
+      return true;
+    });
+    deadBuffers.clear();
+    return any;
   }
 
 private:
   LoopFunction &fn;
+
+  /// Where each statement sits: its block and its top-level statement.
+  struct Place {
+    Block *block;
+    const Stmt *top;
+  };
+  llvm::DenseMap<const Stmt *, Place> places;
+  /// The order of the top-level statements (erasing keeps it).
+  llvm::DenseMap<const Stmt *, size_t> order;
+  /// The statements whose own expressions read each buffer.
+  llvm::DenseMap<const Buffer *, llvm::SmallVector<const Stmt *, 2>> readers;
+  /// Buffers written by more than one statement, or used by a call, a
+  /// kernel or a view.
+  llvm::DenseSet<const Buffer *> otherwise;
+  llvm::DenseSet<const Stmt *> dead;
+  llvm::DenseSet<const Buffer *> deadBuffers;
+  std::vector<StmtPtr> erased;
+  /// The definitions to insert before each statement (themselves perhaps
+  /// with definitions to insert before them), and the blocks that have
+  /// some. A producer's own nest never has any when it is visited: what
+  /// fuses into it comes from earlier statements, visited after it.
+  llvm::DenseMap<const Stmt *, std::vector<StmtPtr>> before;
+  llvm::DenseSet<Block *> touched;
+  std::vector<Block *> touchedOrder;
+
+  /// Rebuilds `block` with the pending definitions in place, each before
+  /// its statement, in the order they were fused. An explicit stack: a
+  /// chain of 100,000 lets nests 100,000 deep.
+  void insertPending(Block &block) {
+    Block out;
+    out.reserve(block.size());
+    std::vector<std::pair<StmtPtr, bool>> stack;
+    for (StmtPtr &top : block) {
+      if (!top)
+        continue;
+      stack.emplace_back(std::move(top), false);
+      while (!stack.empty()) {
+        auto [s, expanded] = std::move(stack.back());
+        stack.pop_back();
+        auto it = expanded ? before.end() : before.find(s.get());
+        if (it == before.end()) {
+          out.push_back(std::move(s));
+          continue;
+        }
+        std::vector<StmtPtr> defs = std::move(it->second);
+        before.erase(it);
+        stack.emplace_back(std::move(s), true);
+        for (size_t d = defs.size(); d-- > 0;)
+          stack.emplace_back(std::move(defs[d]), false);
+      }
+    }
+    block = std::move(out);
+  }
+
+  void noteReads(const Stmt &s) {
+    llvm::SmallVector<const Buffer *, 4> read;
+    for (ExprPtr *e : exprSlots(const_cast<Stmt &>(s)))
+      collectLoads(**e, read);
+    for (const Buffer *b : read) {
+      auto &list = readers[b];
+      if (list.empty() || list.back() != &s)
+        list.push_back(&s);
+    }
+  }
+
+  static void collectLoads(const Expr &e,
+                           llvm::SmallVectorImpl<const Buffer *> &out) {
+    if (e.kind == Expr::Kind::Load && !llvm::is_contained(out, e.buffer))
+      out.push_back(e.buffer);
+    for (const ExprPtr &a : e.args)
+      collectLoads(*a, out);
+  }
+
+  void indexBlock(Block &block, const Stmt *top,
+                  llvm::DenseMap<const Buffer *, unsigned> &writes) {
+    for (StmtPtr &sp : block) {
+      Stmt &s = *sp;
+      const Stmt *t = top ? top : &s;
+      places[&s] = {&block, t};
+      noteReads(s);
+      if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+        if (++writes[s.buffer] > 1)
+          otherwise.insert(s.buffer);
+      for (const Buffer *b : s.inputs)
+        otherwise.insert(b);
+      for (const Buffer *b : s.outputs)
+        otherwise.insert(b);
+      indexBlock(s.body, t, writes);
+    }
+  }
+
+  void indexUses() {
+    places.clear();
+    order.clear();
+    readers.clear();
+    otherwise.clear();
+    dead.clear();
+    for (size_t i = 0; i < fn.body.size(); ++i)
+      order[fn.body[i].get()] = i;
+    llvm::DenseMap<const Buffer *, unsigned> writes;
+    indexBlock(fn.body, nullptr, writes);
+    for (const auto &b : fn.buffers)
+      if (b->kind == Buffer::Kind::Alias && b->base)
+        otherwise.insert(b->base);
+  }
+
+  /// The live statements that read `p`.
+  llvm::SmallVector<const Stmt *, 2> liveReaders(const Buffer *p) {
+    llvm::SmallVector<const Stmt *, 2> live;
+    auto it = readers.find(p);
+    if (it != readers.end())
+      for (const Stmt *s : it->second)
+        if (!dead.count(s))
+          live.push_back(s);
+    return live;
+  }
+
+  static void markDead(const Stmt &s, llvm::DenseSet<const Stmt *> &dead) {
+    dead.insert(&s);
+    for (const StmtPtr &c : s.body)
+      markDead(*c, dead);
+  }
 
   /// The innermost block of a perfect nest and its loop variables, when
   /// that block is local definitions (made by earlier fusions) followed by
@@ -203,39 +348,6 @@ private:
     return false;
   }
 
-  /// Whether anything but `store` writes `p`, or a call, kernel or view
-  /// uses it.
-  bool usedOtherwise(const Buffer *p, const Stmt *store) {
-    for (const auto &b : fn.buffers)
-      if (b->kind == Buffer::Kind::Alias && b->base == p)
-        return true;
-    bool other = false;
-    walk(fn.body, [&](const Stmt &s) {
-      if ((s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) &&
-          s.buffer == p && &s != store)
-        other = true;
-      for (const Buffer *b : s.inputs)
-        other = other || b == p;
-      for (const Buffer *b : s.outputs)
-        other = other || b == p;
-    });
-    return other;
-  }
-
-  void findReaders(Block &block, const Buffer *p, std::vector<Reader> &out,
-                   size_t top = ~size_t(0)) {
-    for (size_t i = 0; i < block.size(); ++i) {
-      Stmt &s = *block[i];
-      size_t at = &block == &fn.body ? i : top;
-      bool reads = false;
-      for (ExprPtr *e : exprSlots(s))
-        reads = reads || readsBuffer(**e, p);
-      if (reads)
-        out.push_back({&block, i, at});
-      findReaders(s.body, p, out, at);
-    }
-  }
-
   bool tryProducer(size_t at) {
     Stmt &nest = *fn.body[at];
     std::set<unsigned> vars;
@@ -244,21 +356,20 @@ private:
       return false;
     Stmt *store = body->back().get();
     Buffer *p = store->buffer;
-    if (p->kind != Buffer::Kind::Scratch || usedOtherwise(p, store))
+    if (p->kind != Buffer::Kind::Scratch || otherwise.count(p))
       return false;
     for (const StmtPtr &def : *body)
       if (readsBuffer(*def->value, p))
         return false;
-    std::vector<Reader> readers;
-    findReaders(fn.body, p, readers);
-    if (readers.empty() || (readers.size() > 1 && !laneLoops(readers)))
+    llvm::SmallVector<const Stmt *, 2> found = liveReaders(p);
+    if (found.empty() || (found.size() > 1 && !laneLoops(found)))
       return false;
     // Every load of p in each reader at one index, matching the store's.
     std::vector<Binding> bindings;
-    for (const Reader &r : readers) {
-      if (r.top <= at)
+    for (const Stmt *r : found) {
+      if (order.lookup(places.lookup(r).top) <= order.lookup(&nest))
         return false;
-      Stmt &reader = *(*r.block)[r.position];
+      Stmt &reader = const_cast<Stmt &>(*r);
       const Expr *readIndex = nullptr;
       bool consistent = true;
       for (ExprPtr *slot : exprSlots(reader))
@@ -276,11 +387,11 @@ private:
       bindings.push_back(std::move(binding));
     }
 
-    // Fuse. The substituted definitions are built first: the binding
-    // points into the reader's loads, which are replaced next. The local
-    // takes the buffer's name once the buffer is gone.
-    std::vector<std::vector<StmtPtr>> defs(readers.size());
-    for (size_t r = 0; r < readers.size(); ++r)
+    // Fuse. The substituted definitions are built first: the bindings
+    // point into the readers' loads, which are replaced next. The local
+    // takes the buffer's name, which the buffer gives up.
+    std::vector<std::vector<StmtPtr>> defs(found.size());
+    for (size_t r = 0; r < found.size(); ++r)
       for (StmtPtr &old : *body) {
         auto def = std::make_unique<Stmt>(Stmt::Kind::Store);
         def->origin = old->origin;
@@ -291,34 +402,51 @@ private:
       }
     DType dtype = p->dtype;
     std::string name = p->name;
-    eraseBuffer(p);
+    fn.bufferNames.erase(name);
+    deadBuffers.insert(p);
     Buffer *local = fn.addBuffer(Buffer::Kind::Local, dtype, {}, name);
-    // Later readers first, so that an insertion moves no reader still to
-    // come.
-    for (size_t r = readers.size(); r-- > 0;) {
-      Block &block = *readers[r].block;
-      size_t position = readers[r].position;
-      Stmt &reader = *block[position];
+    for (size_t r = 0; r < found.size(); ++r) {
+      Stmt &reader = const_cast<Stmt &>(*found[r]);
+      Place place = places.lookup(&reader);
       defs[r].back()->buffer = local;
       for (ExprPtr *slot : exprSlots(reader))
         replaceLoads(*slot, p, local);
-      for (StmtPtr &def : defs[r])
-        block.insert(block.begin() + position++, std::move(def));
+      // Inserted when the sweep ends (an insertion now would move the
+      // rest of the block each time: quadratic in a long chain).
+      std::vector<StmtPtr> &pending = before[&reader];
+      for (StmtPtr &def : defs[r]) {
+        places[def.get()] = place;
+        noteReads(*def);
+        pending.push_back(std::move(def));
+      }
+      if (touched.insert(place.block).second)
+        touchedOrder.push_back(place.block);
     }
-    fn.body.erase(fn.body.begin() + at);
+    markDead(nest, dead);
+    // Kept until the sweep ends, so that no new statement takes the
+    // address of a dead one; the empty slot goes then.
+    erased.push_back(std::move(fn.body[at]));
     return true;
   }
 
-  /// Whether the readers are the lane loops of one sum: accumulations
-  /// with `+` into one stack buffer, which read disjoint elements.
-  static bool laneLoops(const std::vector<Reader> &readers) {
+  /// Whether the readers are in the lane loops of one sum: each in a
+  /// block of its own that ends in an accumulation with `+` into the
+  /// same stack buffer (the lanes). Those blocks read disjoint elements.
+  bool laneLoops(llvm::ArrayRef<const Stmt *> found) {
     const Buffer *lanes = nullptr;
-    for (const Reader &r : readers) {
-      const Stmt &s = *(*r.block)[r.position];
-      if (s.kind != Stmt::Kind::Accumulate || s.combiner != Combiner::Add ||
-          s.buffer->kind != Buffer::Kind::Stack || (lanes && s.buffer != lanes))
+    llvm::SmallVector<const Block *, 2> blocks;
+    for (const Stmt *r : found) {
+      const Block *block = places.lookup(r).block;
+      if (!block || block->empty() || llvm::is_contained(blocks, block))
         return false;
-      lanes = s.buffer;
+      blocks.push_back(block);
+      const Stmt &last = *block->back();
+      if (last.kind != Stmt::Kind::Accumulate ||
+          last.combiner != Combiner::Add ||
+          last.buffer->kind != Buffer::Kind::Stack ||
+          (lanes && last.buffer != lanes))
+        return false;
+      lanes = last.buffer;
     }
     return true;
   }
@@ -331,17 +459,6 @@ private:
       walkLoads(*a, p, f);
   }
 
-  void eraseBuffer(const Buffer *p) {
-    for (auto it = fn.buffers.begin(); it != fn.buffers.end(); ++it)
-      if (it->get() == p) {
-        // Keep the pointer alive until the loads are replaced: move it
-        // to the graveyard.
-        graveyard.push_back(std::move(*it));
-        fn.buffers.erase(it);
-        return;
-      }
-  }
-
 public:
   std::vector<std::unique_ptr<Buffer>> graveyard;
 };
@@ -351,7 +468,7 @@ public:
 bool loops::fuseElementwise(LoopModule &module, std::string &) {
   for (auto &fn : module.functions) {
     Fuser fuser(*fn);
-    while (fuser.fuseOne()) {
+    while (fuser.sweep()) {
     }
   }
   return true;

@@ -206,15 +206,14 @@ Buffer *LoopFunction::addBuffer(Buffer::Kind kind, DType dtype,
   b->dtype = dtype;
   b->shape.assign(shape.begin(), shape.end());
   // Names are unique within a function: the user's name, then `name.1`...
-  std::string unique = name.empty() ? "t" : name.str();
-  for (unsigned n = 1;; ++n) {
-    bool taken = false;
-    for (const auto &other : buffers)
-      taken = taken || other->name == unique;
-    if (!taken)
-      break;
-    unique = (name.empty() ? "t" : name.str()) + "." + std::to_string(n);
+  std::string base = name.empty() ? "t" : name.str(), unique = base;
+  if (bufferNames.count(unique)) {
+    unsigned &n = nextSuffix[base];
+    do
+      unique = base + "." + std::to_string(++n);
+    while (bufferNames.count(unique));
   }
+  bufferNames[unique] = 1;
   b->name = unique;
   buffers.push_back(std::move(b));
   return buffers.back().get();

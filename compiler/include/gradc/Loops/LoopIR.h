@@ -25,6 +25,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -237,6 +238,10 @@ struct LoopFunction {
   Block body;
   /// Number of loop variables used (they are numbered 0..numVars-1).
   unsigned numVars = 0;
+  /// The names of `buffers` (a pass that erases a buffer erases its name
+  /// too), and for each base name the first suffix not yet tried, so that
+  /// naming a buffer is not a walk over all of them (a 100,000-op chain).
+  llvm::StringMap<unsigned> bufferNames, nextSuffix;
 
   Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,
                     llvm::StringRef name);

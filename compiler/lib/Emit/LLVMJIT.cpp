@@ -195,10 +195,9 @@ detectHostMachine(unsigned optLevel) {
   return jtmb;
 }
 
-std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
-                                             unsigned optLevel,
-                                             std::string &error,
-                                             llvm::ArrayRef<std::string> roots) {
+std::unique_ptr<JITModule>
+JITModule::create(const ir::Module &module, unsigned optLevel,
+                  std::string &error, llvm::ArrayRef<std::string> roots) {
   auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
     error = llvm::toString(std::move(e));
     return nullptr;

@@ -225,17 +225,18 @@ bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
                                    prim(PrimOp::Sub, T->clone(), index(1))))),
                index(1));
     }
-    S = prim(PrimOp::Div,
-             prim(PrimOp::Sub, prim(PrimOp::Add, T->clone(), K->clone()),
-                  index(1)),
-             K->clone());
+    S = prim(
+        PrimOp::Div,
+        prim(PrimOp::Sub, prim(PrimOp::Add, T->clone(), K->clone()), index(1)),
+        K->clone());
   }
   auto stepIndex = [&](ExprPtr i) {
-    ExprPtr pos = forwardDown ? prim(PrimOp::Sub,
-                                     prim(PrimOp::Sub, T->clone(), index(1)),
-                                     std::move(i))
-                              : std::move(i);
-    return cast(ScalarType::I32, prim(PrimOp::Add, index(start), std::move(pos)));
+    ExprPtr pos =
+        forwardDown ? prim(PrimOp::Sub, prim(PrimOp::Sub, T->clone(), index(1)),
+                           std::move(i))
+                    : std::move(i);
+    return cast(ScalarType::I32,
+                prim(PrimOp::Add, index(start), std::move(pos)));
   };
 
   // The adjoints start as their initial values, in the results.
@@ -260,8 +261,8 @@ bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
     std::string name = prefix + ".c" + std::to_string(j);
     cur.push_back(
         l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, type.shape, name));
-    next.push_back(l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype,
-                                  type.shape, name + ".next"));
+    next.push_back(l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, type.shape,
+                                  name + ".next"));
     size.push_back(extentOf(type.shape));
     snap.push_back(
         l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, {}, name + ".snap"));
@@ -311,8 +312,9 @@ bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
   {
     auto [sweep, s] = appendLoop(l, l.top(), S->clone());
     for (size_t j = 0; j < k; ++j)
-      copyBetween(l, *sweep, snap[j], prim(PrimOp::Mul, s->clone(), size[j]->clone()),
-                  cur[j], index(0), cur[j]->shape);
+      copyBetween(l, *sweep, snap[j],
+                  prim(PrimOp::Mul, s->clone(), size[j]->clone()), cur[j],
+                  index(0), cur[j]->shape);
     auto [steps, q] = appendLoop(
         l, *sweep,
         select(prim(PrimOp::Lt, prim(PrimOp::Add, s->clone(), index(1)),
@@ -327,8 +329,8 @@ bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
 
   // The segments, last first.
   auto [segments, r] = appendLoop(l, l.top(), S->clone());
-  ExprPtr s = prim(PrimOp::Sub, prim(PrimOp::Sub, S->clone(), index(1)),
-                   r->clone());
+  ExprPtr s =
+      prim(PrimOp::Sub, prim(PrimOp::Sub, S->clone(), index(1)), r->clone());
   ExprPtr first = prim(PrimOp::Mul, s->clone(), K->clone());
   ExprPtr left = prim(PrimOp::Sub, T->clone(), first->clone());
   ExprPtr len = select(prim(PrimOp::Lt, left->clone(), K->clone()),
@@ -337,8 +339,8 @@ bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
     copyBetween(l, *segments, seg[j], index(0), snap[j],
                 prim(PrimOp::Mul, s->clone(), size[j]->clone()), cur[j]->shape);
   {
-    auto [steps, q] = appendLoop(l, *segments,
-                                 prim(PrimOp::Sub, len->clone(), index(1)));
+    auto [steps, q] =
+        appendLoop(l, *segments, prim(PrimOp::Sub, len->clone(), index(1)));
     for (size_t j = 0; j < k; ++j)
       copyBetween(l, *steps, cur[j], index(0), seg[j],
                   prim(PrimOp::Mul, q->clone(), size[j]->clone()),
@@ -351,8 +353,8 @@ bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
                   next[j], index(0), cur[j]->shape);
   }
   auto [steps, q] = appendLoop(l, *segments, len->clone());
-  ExprPtr at = prim(PrimOp::Sub, prim(PrimOp::Sub, len->clone(), index(1)),
-                    q->clone());
+  ExprPtr at =
+      prim(PrimOp::Sub, prim(PrimOp::Sub, len->clone(), index(1)), q->clone());
   for (size_t j = 0; j < k; ++j)
     copyBetween(l, *steps, cur[j], index(0), seg[j],
                 prim(PrimOp::Mul, at->clone(), size[j]->clone()),

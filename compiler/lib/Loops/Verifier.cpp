@@ -46,9 +46,9 @@ public:
     // A counted buffer: heap scratch of no shape, whose count is known at
     // entry (sizes only).
     for (const auto &b : fn.buffers)
-      if (b->count && (b->kind != Buffer::Kind::Scratch || !b->shape.empty() ||
-                       !checkIndex(*b->count, "a buffer's count") ||
-                       !sizesOnly(*b->count)))
+      if (b->count &&
+          (b->kind != Buffer::Kind::Scratch || !b->shape.empty() ||
+           !checkIndex(*b->count, "a buffer's count") || !sizesOnly(*b->count)))
         return fail(error, "buffer '" + b->name +
                                "' has a count that is not an index "
                                "expression of sizes");

@@ -115,7 +115,8 @@ const RunBackend runBackends[] = {
      "the loop IR (after its passes) printed as C++ (lib/Emit/PrintCpp), "
      "compiled in-process by Clang like cpp",
      runWithClangJITLoops},
-    {"llvm-loops", "the same as llvm (its name while two LLVM lowerings existed)",
+    {"llvm-loops",
+     "the same as llvm (its name while two LLVM lowerings existed)",
      runWithLLVMJITLoops},
     {"loops",
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "

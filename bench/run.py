@@ -7,15 +7,12 @@ that holds the hand-written reference):
 1. compiles NAME.grad with gradc twice, timed: the C++ backend
    (--emit=cpp --module-name=NAME_cpp, then g++ -O3 -march=native
    -DGRADC_USE_BLAS) and the LLVM backend (--emit=obj --blas
-   --module-name=NAME_llvm; --llvm-lower=loops: the loop IR's LLVM
-   printer instead), both with --value-and-grad (--no-blas: without
-   BLAS), and links them with the harness into one program (--threads=N:
-   the C++ compiled and everything linked with -fopenmp; the loop
-   workloads GMM and LSTM: always --lower=loops for the LLVM backend, and
-   no LLVM column while the LLVM printer cannot compile them;
-   --baseline-cpp=GRADC: the LLVM column is instead the C++ backend of
-   another gradc binary, say an older build, so that two C++ backends are
-   timed in one process);
+   --module-name=NAME_llvm); both print the loop IR, both with
+   --value-and-grad (--no-blas: without BLAS), and links them with the
+   harness into one program (--threads=N: the C++ compiled and everything
+   linked with -fopenmp; --baseline-cpp=GRADC: the LLVM column is instead
+   the C++ backend of another gradc binary, say an older build, so that
+   two C++ backends are timed in one process);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -243,12 +240,12 @@ LOOP_KERNELS = {
     "gmm": dict(
         sizes=[1000, 10, 25], quick=[10, 3, 5], names="N, D, K",
         inputs=gmm_inputs, torch=gmm_torch,
-        llvm_lower="loops", llvm_optional=True, hand_label="hand C++"),
+        llvm_optional=True, hand_label="hand C++"),
     # ADBench's lstm_l2_c1024 (b = 14, its alphabet).
     "lstm": dict(
         sizes=[2, 1024, 14], quick=[2, 5, 3], names="l, c, b",
         inputs=lstm_inputs, torch=lstm_torch,
-        llvm_lower="loops", llvm_optional=True, hand_label="hand C++",
+        llvm_optional=True, hand_label="hand C++",
         torch_rounds=5),
 }
 
@@ -350,10 +347,8 @@ def build(name, args, work, spec=None):
         run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
              "-o", o(name + "_llvm.h")] + vg)
     else:
-        llvm_lower = spec.get("llvm_lower") or args.llvm_lower
         llvm_cmd = [gradc, grad, "--emit=obj", "--module-name=%s_llvm" % name,
-                    "-o", o(name + "_llvm.o")] + vg + blas_llvm + (
-                        ["--lower=" + llvm_lower] if llvm_lower else [])
+                    "-o", o(name + "_llvm.o")] + vg + blas_llvm
         if spec.get("llvm_optional"):
             start = time.perf_counter()
             llvm = subprocess.run(llvm_cmd, capture_output=True, text=True)
@@ -500,10 +495,6 @@ def main():
     p.add_argument("--cxxflags", default="",
                    help="extra flags for the C++ backend and the harness")
     p.add_argument("--libs", default="-lopenblas")
-    p.add_argument("--llvm-lower", default="",
-                   help="'loops': the LLVM column is the loop IR's printer "
-                        "(gradc --emit=obj --lower=loops) instead of "
-                        "EmitLLVM")
     p.add_argument("--baseline-cpp", default="", metavar="GRADC",
                    help="the LLVM column becomes the C++ backend of this "
                         "gradc binary (compare two C++ backends in one run)")
@@ -617,9 +608,7 @@ def main():
         rows = [(spec.get("hand_label", "hand C++ (OpenBLAS)"), "hand"),
                 ("gradc C++ backend", "cpp"),
                 ("baseline C++ (--baseline-cpp)" if args.baseline_cpp
-                 else "gradc LLVM backend" + (" (loop printer)"
-                                              if spec.get("llvm_lower")
-                                              else ""), "llvm")]
+                 else "gradc LLVM backend", "llvm")]
         if args.threads > 1:
             rows += [("gradc C++ backend, %d thr" % args.threads, "cpp_thr"),
                      ("gradc LLVM backend, %d thr" % args.threads,

@@ -197,11 +197,9 @@ detectHostMachine(unsigned optLevel) {
   return jtmb;
 }
 
-std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
-                                             unsigned optLevel,
-                                             std::string &error,
-                                             llvm::ArrayRef<std::string> roots,
-                                             bool viaLoops) {
+std::unique_ptr<JITModule>
+JITModule::create(const ir::Module &module, unsigned optLevel,
+                  std::string &error, llvm::ArrayRef<std::string> roots) {
   auto fail = [&](llvm::Error e) -> std::unique_ptr<JITModule> {
     error = llvm::toString(std::move(e));
     return nullptr;
@@ -220,7 +218,6 @@ std::unique_ptr<JITModule> JITModule::create(const ir::Module &module,
   options.optLevel = optLevel;
   options.jitWrappers = true;
   options.roots.assign(roots.begin(), roots.end());
-  options.viaLoops = viaLoops;
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvmModule =
       buildLLVMModule(module, *ctx, **tm, options, error);
@@ -408,14 +405,7 @@ bool emit::runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
                                llvm::ArrayRef<ir::Tensor> args,
                                std::vector<ir::Tensor> &results,
                                std::string &error) {
-  JITModule *jit = getCachedJITModule(
-      module, "llvm-loops:" + fnName.str(),
-      [&](std::string &compileError) {
-        return JITModule::create(module, 2, compileError, {fnName.str()},
-                                 /*viaLoops=*/true);
-      },
-      error);
-  return jit && jit->call(fnName, args, results, error);
+  return runWithLLVMJIT(module, fnName, args, results, error);
 }
 
 std::string emit::describeStatus(int status) {

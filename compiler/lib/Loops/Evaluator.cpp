@@ -116,6 +116,8 @@ private:
     int64_t n = 1;
     for (int64_t d : shapeOf(b))
       n *= d;
+    if (b->count)
+      n = int64_t(eval(*b->count));
     if (!data || i < 0 || i >= n || offset + i >= int64_t(data->size())) {
       fail("access out of bounds: %" + b->name + "[" + std::to_string(i) +
            "] of " + std::to_string(n) + " element(s)");
@@ -481,6 +483,8 @@ bool Evaluator::call(const LoopFunction &fn, llvm::ArrayRef<Tensor> args,
         return fail("buffer '" + b->name + "' is too large");
       n *= dim;
     }
+    if (b->count)
+      n = int64_t(eval(*b->count));
     if (n > ir::maxInterpreterElements)
       return fail("buffer '" + b->name + "' is too large");
     // Scratch starts as NaN, so that a read before a write shows.

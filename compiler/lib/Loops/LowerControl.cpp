@@ -19,6 +19,9 @@
 //                a buffer of its own (`next`), never over the one it reads.
 //                The stacked outputs (and so the reverse mode's tape,
 //                which is one) are buffers indexed by the position.
+//                A checkpointed reverse loop (`recompute`) recomputes the
+//                carries of each step with the every-K schedule
+//                (lowerCheckpointedFor below).
 //   take         y[p, i, q] = table[p, idx[i], q]: first a check of every
 //                index (GRADC_ERROR_INDEX), then the gather, so that no
 //                element is read out of bounds and nothing is written
@@ -33,6 +36,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Lowering.h"
+
+#include <cmath>
 
 using namespace gradc;
 using namespace gradc::loops;
@@ -90,20 +95,297 @@ bool bindSizes(Lowering &l, const ir::Op &op, const ir::Function &callee,
   return true;
 }
 
+/// dst[dstOffset + flat(idx)] = src[srcOffset + flat(idx)] over `shape`.
+void copyBetween(Lowering &l, Block &block, Buffer *dst,
+                 const ExprPtr &dstOffset, Buffer *src,
+                 const ExprPtr &srcOffset, llvm::ArrayRef<Dim> shape) {
+  Nest n = l.openNest(block, shape);
+  ExprPtr at = Lowering::flatIndex(shape, n.idx);
+  l.store(*n.body, dst, prim(PrimOp::Add, dstOffset->clone(), at->clone()),
+          load(src, prim(PrimOp::Add, srcOffset->clone(), at->clone())));
+}
+
+/// Appends `for %v < extent {}` to `block`; returns its body and `%v`.
+std::pair<Block *, ExprPtr> appendLoop(Lowering &l, Block &block,
+                                       ExprPtr extent) {
+  auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
+  loop->var = l.fn.numVars++;
+  loop->extent = std::move(extent);
+  Block *body = &loop->body;
+  ExprPtr v = loopVar(loop->var);
+  l.add(block, std::move(loop));
+  return {body, std::move(v)};
+}
+
+/// `shape`, a callee's type, in the caller's sizes: each size name is
+/// replaced by the value `call` binds it to (a known size or a size name
+/// of the caller). False when a value is neither.
+bool shapeAtCall(const Shape &shape, const Stmt &call, Shape &out) {
+  out.clear();
+  for (const Dim &d : shape) {
+    if (d.isKnown()) {
+      out.push_back(d);
+      continue;
+    }
+    auto it = llvm::find_if(call.sizeArgs, [&](const auto &arg) {
+      return arg.first == d.getName();
+    });
+    if (it == call.sizeArgs.end())
+      return false;
+    const Expr &v = *it->second;
+    if (v.kind == Expr::Kind::Const)
+      out.push_back(Dim::known(int64_t(v.value)));
+    else if (v.kind == Expr::Kind::Size)
+      out.push_back(Dim::named(v.name));
+    else
+      return false;
+  }
+  return true;
+}
+
+/// A checkpointed reverse loop (docs/Gradients.md, "Checkpointing"; the
+/// interpreter's evalCheckpointedFor): `body` is B.crev, `recompute` is
+/// the forward body B, and the operands after the `carries` adjoints are
+/// B's initial carries c_0 and invariants, then the rest of B.crev's. The
+/// every-K schedule, with T = trip and K = `every` or ceil(sqrt(T)),
+/// S = ceil(T / K) segments:
+///
+///   adj = adj_0; c = c_0
+///   for %s < S {                             the forward sweep
+///     snap[s] = c
+///     for %q < (s + 1 < S ? K : 0) { c = B(t(s K + q), c, inv).carries }
+///   }
+///   for %r < S {                             segments, last first
+///     s = S - 1 - r; first = s K; len = min(T - first, K)
+///     seg[0] = snap[s]
+///     for %q < len - 1 { seg[q + 1] = B(t(first + q), seg[q], inv).carries }
+///     for %q < len {                         the segment reversed
+///       j = len - 1 - q
+///       adj = B.crev(t(first + j), adj, seg[j], rest)
+///     }
+///   }
+///
+/// with t(i) = start + i, or start + T - 1 - i when the differentiated
+/// loop ran downwards. B.crev sees at each step the carries that B had
+/// there, computed by the same calls in the same order as the taped loop,
+/// so the gradient is bitwise the taped one; `snap` holds S sets of
+/// carries and `seg` K (buffers counted by those expressions), the
+/// interpreter's ceil(T/K) + K. Every copy goes through `c` (a call reads
+/// and writes whole buffers); B's stacked outputs are dropped.
+bool lowerCheckpointedFor(Lowering &l, const ir::Op &op) {
+  const AttrList &attrs = op.getAttrs();
+  const ir::Function *rev = l.module.lookup(attrs.getString("body"));
+  const ir::Function *fwd = l.module.lookup(attrs.getString("recompute"));
+  if (!rev || !fwd)
+    return l.fail("'for' runs unknown body function '" +
+                  attrs.getString(rev ? "recompute" : "body") + "'");
+  if (attrs.has("checkpoint") && attrs.getString("checkpoint") == "binomial")
+    return l.fail("the binomial schedule of @checkpoint is not lowered to "
+                  "loops yet (the every-K one is); run it with "
+                  "--backend=interp");
+  const Shape &tripShape = attrs.getShape("trip");
+  if (tripShape.size() != 1)
+    return l.fail("'for' needs one 'trip'");
+  const Dim &trip = tripShape.front();
+  int64_t start = attrs.getInt("start");
+  bool forwardDown = !(attrs.has("reverse") && attrs.getBool("reverse"));
+  size_t carried = attrs.getInt("carries");
+  size_t k = attrs.getInt("recompute_carries");
+  size_t numFwd = fwd->getParams().size() - 1;
+  if (op.getNumResults() != carried ||
+      rev->getParams().size() != 1 + op.getNumOperands() ||
+      carried + numFwd > op.getNumOperands() || k > numFwd ||
+      fwd->getReturns().size() < k)
+    return l.fail("checkpointed 'for' does not fit its bodies '" +
+                  rev->getName().str() + "' and '" + fwd->getName().str() +
+                  "'");
+
+  // K, S and T as index expressions (constants for a known trip, with
+  // the interpreter's arithmetic).
+  ExprPtr T = extentOf(trip), K, S;
+  if (trip.isKnown()) {
+    int64_t t = trip.getSize();
+    int64_t every = attrs.has("every")
+                        ? attrs.getInt("every")
+                        : int64_t(std::ceil(std::sqrt(double(t))));
+    every = std::max<int64_t>(every, 1);
+    K = index(every);
+    S = index((t + every - 1) / every);
+  } else {
+    if (attrs.has("every")) {
+      K = index(std::max<int64_t>(attrs.getInt("every"), 1));
+    } else {
+      // ceil(sqrt(T)) = floor(sqrt(T - 1)) + 1 for T >= 1 (the square
+      // root of an integer below 2^52 is exact where it is one); T = 0
+      // gives sqrt(-1), NaN, which converts to 0 (docs/Loops.md), so K = 1.
+      K = prim(PrimOp::Add,
+               cast(ScalarType::Index,
+                    intrinsic(Intrinsic::Sqrt,
+                              cast(ScalarType::F64,
+                                   prim(PrimOp::Sub, T->clone(), index(1))))),
+               index(1));
+    }
+    S = prim(
+        PrimOp::Div,
+        prim(PrimOp::Sub, prim(PrimOp::Add, T->clone(), K->clone()), index(1)),
+        K->clone());
+  }
+  auto stepIndex = [&](ExprPtr i) {
+    ExprPtr pos =
+        forwardDown ? prim(PrimOp::Sub, prim(PrimOp::Sub, T->clone(), index(1)),
+                           std::move(i))
+                    : std::move(i);
+    return cast(ScalarType::I32,
+                prim(PrimOp::Add, index(start), std::move(pos)));
+  };
+
+  // The adjoints start as their initial values, in the results.
+  std::vector<Buffer *> adj, adjNext;
+  for (size_t j = 0; j < carried; ++j) {
+    const ir::Value *init = op.getOperand(j);
+    const Shape &shape = init->getType().shape;
+    Buffer *a = l.resultBuffer(op, j);
+    Nest n = l.openNest(l.top(), shape);
+    l.store(*n.body, a, Lowering::flatIndex(shape, n.idx), l.read(init, n.idx));
+    adj.push_back(a);
+    adjNext.push_back(l.fn.addBuffer(Buffer::Kind::Scratch,
+                                     init->getType().dtype, shape,
+                                     a->name + ".next"));
+  }
+  std::string prefix = adj.empty() ? "ckpt" : adj.front()->name;
+  // The carries: the current set, the next, the snapshots, the segment.
+  std::vector<Buffer *> cur, next, snap, seg;
+  std::vector<ExprPtr> size;
+  for (size_t j = 0; j < k; ++j) {
+    const TensorType &type = op.getOperand(carried + j)->getType();
+    std::string name = prefix + ".c" + std::to_string(j);
+    cur.push_back(
+        l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, type.shape, name));
+    next.push_back(l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, type.shape,
+                                  name + ".next"));
+    size.push_back(extentOf(type.shape));
+    snap.push_back(
+        l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, {}, name + ".snap"));
+    snap.back()->count = prim(PrimOp::Mul, S->clone(), size[j]->clone());
+    seg.push_back(
+        l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype, {}, name + ".seg"));
+    seg.back()->count = prim(PrimOp::Mul, K->clone(), size[j]->clone());
+    Nest n = l.openNest(l.top(), type.shape);
+    l.store(*n.body, cur[j], Lowering::flatIndex(type.shape, n.idx),
+            l.read(op.getOperand(carried + j), n.idx));
+  }
+  Buffer *t = l.local(ScalarType::I32, "t");
+
+  // c = B(t(i), c, inv).carries, into `next` (B's other results into
+  // buffers of their own).
+  Stmt fwdCall(Stmt::Kind::Call);
+  fwdCall.callee = fwd->getName().str();
+  if (!bindSizes(l, op, *fwd, /*firstParam=*/1, /*firstOperand=*/carried,
+                 fwdCall))
+    return false;
+  fwdCall.inputs.push_back(t);
+  fwdCall.inputs.insert(fwdCall.inputs.end(), cur.begin(), cur.end());
+  for (size_t p = carried + k; p < carried + numFwd; ++p)
+    fwdCall.inputs.push_back(l.bufferOf(op.getOperand(p)));
+  fwdCall.outputs = next;
+  for (size_t o = k; o < fwd->getReturns().size(); ++o) {
+    const TensorType &type = fwd->getReturns()[o]->getType();
+    Shape shape;
+    if (!shapeAtCall(type.shape, fwdCall, shape))
+      return l.fail("result " + std::to_string(o) + " of '" +
+                    fwd->getName().str() + "' has a size no operand binds");
+    fwdCall.outputs.push_back(l.fn.addBuffer(Buffer::Kind::Scratch, type.dtype,
+                                             shape, prefix + ".y"));
+  }
+  auto advance = [&](Block &in, ExprPtr i) {
+    l.store(in, t, index(0), stepIndex(std::move(i)));
+    auto call = std::make_unique<Stmt>(Stmt::Kind::Call);
+    call->callee = fwdCall.callee;
+    for (const auto &[name, value] : fwdCall.sizeArgs)
+      call->sizeArgs.emplace_back(name, value->clone());
+    call->inputs = fwdCall.inputs;
+    call->outputs = fwdCall.outputs;
+    l.add(in, std::move(call));
+  };
+
+  // The forward sweep.
+  {
+    auto [sweep, s] = appendLoop(l, l.top(), S->clone());
+    for (size_t j = 0; j < k; ++j)
+      copyBetween(l, *sweep, snap[j],
+                  prim(PrimOp::Mul, s->clone(), size[j]->clone()), cur[j],
+                  index(0), cur[j]->shape);
+    auto [steps, q] = appendLoop(
+        l, *sweep,
+        select(prim(PrimOp::Lt, prim(PrimOp::Add, s->clone(), index(1)),
+                    S->clone()),
+               K->clone(), index(0)));
+    advance(*steps, prim(PrimOp::Add, prim(PrimOp::Mul, s->clone(), K->clone()),
+                         q->clone()));
+    for (size_t j = 0; j < k; ++j)
+      copyBetween(l, *steps, cur[j], index(0), next[j], index(0),
+                  cur[j]->shape);
+  }
+
+  // The segments, last first.
+  auto [segments, r] = appendLoop(l, l.top(), S->clone());
+  ExprPtr s =
+      prim(PrimOp::Sub, prim(PrimOp::Sub, S->clone(), index(1)), r->clone());
+  ExprPtr first = prim(PrimOp::Mul, s->clone(), K->clone());
+  ExprPtr left = prim(PrimOp::Sub, T->clone(), first->clone());
+  ExprPtr len = select(prim(PrimOp::Lt, left->clone(), K->clone()),
+                       left->clone(), K->clone());
+  for (size_t j = 0; j < k; ++j)
+    copyBetween(l, *segments, seg[j], index(0), snap[j],
+                prim(PrimOp::Mul, s->clone(), size[j]->clone()), cur[j]->shape);
+  {
+    auto [steps, q] =
+        appendLoop(l, *segments, prim(PrimOp::Sub, len->clone(), index(1)));
+    for (size_t j = 0; j < k; ++j)
+      copyBetween(l, *steps, cur[j], index(0), seg[j],
+                  prim(PrimOp::Mul, q->clone(), size[j]->clone()),
+                  cur[j]->shape);
+    advance(*steps, prim(PrimOp::Add, first->clone(), q->clone()));
+    for (size_t j = 0; j < k; ++j)
+      copyBetween(l, *steps, seg[j],
+                  prim(PrimOp::Mul, prim(PrimOp::Add, q->clone(), index(1)),
+                       size[j]->clone()),
+                  next[j], index(0), cur[j]->shape);
+  }
+  auto [steps, q] = appendLoop(l, *segments, len->clone());
+  ExprPtr at =
+      prim(PrimOp::Sub, prim(PrimOp::Sub, len->clone(), index(1)), q->clone());
+  for (size_t j = 0; j < k; ++j)
+    copyBetween(l, *steps, cur[j], index(0), seg[j],
+                prim(PrimOp::Mul, at->clone(), size[j]->clone()),
+                cur[j]->shape);
+  l.store(*steps, t, index(0),
+          stepIndex(prim(PrimOp::Add, first->clone(), at->clone())));
+  auto call = std::make_unique<Stmt>(Stmt::Kind::Call);
+  call->callee = rev->getName().str();
+  if (!bindSizes(l, op, *rev, /*firstParam=*/1, /*firstOperand=*/0, *call))
+    return false;
+  call->inputs.push_back(t);
+  call->inputs.insert(call->inputs.end(), adj.begin(), adj.end());
+  for (size_t p = carried; p < op.getNumOperands(); ++p)
+    call->inputs.push_back(p < carried + k ? cur[p - carried]
+                                           : l.bufferOf(op.getOperand(p)));
+  call->outputs = adjNext;
+  l.add(*steps, std::move(call));
+  for (size_t j = 0; j < carried; ++j)
+    copyBetween(l, *steps, adj[j], index(0), adjNext[j], index(0),
+                adj[j]->shape);
+  return true;
+}
+
 bool lowerFor(Lowering &l, const ir::Op &op) {
   const AttrList &attrs = op.getAttrs();
   std::string bodyName = attrs.getString("body");
   const ir::Function *body = l.module.lookup(bodyName);
   if (!body)
     return l.fail("'for' runs unknown body function '" + bodyName + "'");
-  // A checkpointed reverse loop (docs/Gradients.md, "Checkpointing") gets
-  // the initial carries where the taped form gets the tape, and its body
-  // expects the carries of each step, which only the interpreter
-  // recomputes today; lowering it as a plain loop would hand the body the
-  // initial carries at every step.
   if (attrs.has("recompute"))
-    return l.fail("the reverse loop of a loop with @checkpoint is not "
-                  "lowered to loops yet; run it with --backend=interp");
+    return lowerCheckpointedFor(l, op);
   const Shape &tripShape = attrs.getShape("trip");
   if (tripShape.size() != 1)
     return l.fail("'for' needs one 'trip'");

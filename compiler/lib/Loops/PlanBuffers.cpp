@@ -69,7 +69,7 @@ void noteLoads(
 void planFunction(LoopFunction &fn) {
   // 1. The stack.
   for (const auto &b : fn.buffers) {
-    if (b->kind != Buffer::Kind::Scratch)
+    if (b->kind != Buffer::Kind::Scratch || b->count)
       continue;
     std::optional<int64_t> n = knownNumElements(b->shape);
     if (n && *n * int64_t(elementByteSize(b->dtype)) <= stackThresholdBytes)

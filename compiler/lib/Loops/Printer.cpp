@@ -288,7 +288,8 @@ void LoopPrinter::printFunction(const LoopFunction &fn) {
       break;
     default:
       os << "  " << bufferKindName(b->kind) << " " << name(b.get()) << ": "
-         << typeStr(b.get());
+         << (b->count ? dtypeName(b->dtype).str() + "[" + expr(*b->count) + "]"
+                      : typeStr(b.get()));
       if (b->slot >= 0)
         os << " slot " << b->slot;
       break;

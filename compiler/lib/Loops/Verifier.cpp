@@ -20,6 +20,8 @@
 
 #include "gradc/Loops/Loops.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <set>
 
 using namespace gradc;
@@ -41,6 +43,15 @@ public:
           (!b->base || !owned.count(b->base) || !b->offset ||
            !checkIndex(*b->offset, "an alias offset")))
         return fail(error, "alias '" + b->name + "' has no valid base");
+    // A counted buffer: heap scratch of no shape, whose count is known at
+    // entry (sizes only).
+    for (const auto &b : fn.buffers)
+      if (b->count &&
+          (b->kind != Buffer::Kind::Scratch || !b->shape.empty() ||
+           !checkIndex(*b->count, "a buffer's count") || !sizesOnly(*b->count)))
+        return fail(error, "buffer '" + b->name +
+                               "' has a count that is not an index "
+                               "expression of sizes");
     if (!message.empty())
       return fail(error, message);
     checkBlock(fn.body);
@@ -68,6 +79,12 @@ private:
     if (message.empty())
       message = text;
     return false;
+  }
+
+  static bool sizesOnly(const Expr &e) {
+    if (e.kind == Expr::Kind::Load || e.kind == Expr::Kind::LoopVar)
+      return false;
+    return llvm::all_of(e.args, [](const ExprPtr &a) { return sizesOnly(*a); });
   }
 
   bool checkBuffer(const Buffer *b) {

@@ -79,8 +79,7 @@ bool runWithClangJIT(const ir::Module &module, llvm::StringRef fnName,
   return plugin->runCpp(module, fnName, args, results, error);
 }
 
-/// `llvm-loops`: the loop IR built as LLVM IR (lib/Emit/PrintLLVM.cpp),
-/// run like `llvm`.
+/// `llvm-loops`: `llvm` by its name from when EmitLLVM.cpp lowered ops.
 bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
                          llvm::ArrayRef<ir::Tensor> args,
                          std::vector<ir::Tensor> &results, std::string &error) {
@@ -91,15 +90,16 @@ bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
 /// Adding a backend is one row here (the emitters add `llvm` and `cpp`).
 const RunBackend runBackends[] = {
     {"interp", "the reference interpreter of lib/IR", ir::interpret},
-    {"llvm", "LLVM IR compiled by ORC's JIT (lib/Emit/LLVMJIT)",
+    {"llvm",
+     "the loop IR (after its passes) built as LLVM IR (lib/Emit/PrintLLVM), "
+     "compiled by ORC's JIT (lib/Emit/LLVMJIT)",
      runWithLLVMJIT},
     {"cpp",
      "the C++ backend's code (the loop IR printed by lib/Emit/PrintCpp) "
      "compiled in-process by Clang, run by ORC's JIT (lib/ClangJIT)",
      runWithClangJIT},
     {"llvm-loops",
-     "the loop IR (after its passes) built as LLVM IR (lib/Emit/PrintLLVM), "
-     "run like llvm",
+     "the same as llvm (its name while two LLVM lowerings existed)",
      runWithLLVMJITLoops},
     {"loops",
      "the loop IR of lib/Loops (docs/Loops.md), run by its evaluator with "
@@ -132,7 +132,7 @@ llvm::StringRef driver::backendDisplayName(llvm::StringRef name) {
 
 bool driver::backendRunsLoops(llvm::StringRef name) {
   return name == "interp" || name == "loops" || name == "loops-opt" ||
-         name == "cpp";
+         name == "cpp" || name == "llvm" || name == "llvm-loops";
 }
 
 const RunBackend *driver::lookupRunBackend(llvm::StringRef name) {

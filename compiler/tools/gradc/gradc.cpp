@@ -81,9 +81,9 @@ cl::opt<EmitKind> emitKind(
 
 cl::opt<std::string>
     lowerTo("lower",
-            cl::desc("With --emit=llvm or obj: 'loops' prints the loop IR "
-                     "(after its passes) as LLVM IR instead of EmitLLVM's "
-                     "code (--emit=cpp always prints the loop IR)"),
+            cl::desc("Obsolete and ignored: both backends print the loop IR "
+                     "('loops' is the only value, kept so that old build "
+                     "scripts keep working)"),
             cl::value_desc("loops"), cl::init(""), cl::cat(gradcCategory));
 
 cl::opt<std::string> outputFile("o", cl::desc("Write output to this file"),
@@ -322,8 +322,6 @@ bool outputIsInput(Compilation &c) {
 /// (unoptimised with -O0), for the host or --target/--cpu; built by the
 /// plugin (Backends.h).
 int emitLLVM(Compilation &c, bool object) {
-  if (!emit::checkBackendSupport(*c.ir, "LLVM", *c.diags))
-    return c.finish();
   const BackendPlugin *plugin = getBackendPlugin(*c.diags);
   if (!plugin)
     return c.finish();
@@ -333,12 +331,6 @@ int emitLLVM(Compilation &c, bool object) {
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
-  if (!lowerTo.empty() && lowerTo != "loops") {
-    llvm::errs() << "gradc: error: --lower takes 'loops', not '" << lowerTo
-                 << "'\n";
-    return 1;
-  }
-  options.viaLoops = lowerTo == "loops";
   std::string bytes, error;
   bool targetError = false;
   if (!plugin->emitLLVM(*c.ir, options, object, bytes, error, targetError)) {
@@ -361,6 +353,11 @@ int emitLLVM(Compilation &c, bool object) {
 }
 
 int compileCommand(Compilation &c) {
+  if (!lowerTo.empty() && lowerTo != "loops") {
+    llvm::errs() << "gradc: error: --lower=" << lowerTo
+                 << ": the only value is 'loops'\n";
+    return 1;
+  }
   if (outputIsInput(c))
     return c.finish();
   if (!c.readFile(inputFile) || !c.parse())
@@ -440,11 +437,6 @@ int compileCommand(Compilation &c) {
   case EmitKind::Header:
   case EmitKind::Python: {
     // The C++ backend prints the loop IR, which lowers loops and indexing.
-    if (emitKind == EmitKind::Cpp && !lowerTo.empty()) {
-      llvm::errs() << "gradc: error: --lower applies to --emit=llvm and obj; "
-                      "--emit=cpp always prints the loop IR\n";
-      return 1;
-    }
     emit::EmitOptions options;
     options.moduleName = cModuleName();
     options.sourceName = llvm::sys::path::filename(inputFile).str();

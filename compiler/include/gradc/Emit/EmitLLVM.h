@@ -51,9 +51,6 @@ struct LLVMOptions {
   /// When not empty, lower only these functions and what they call (the
   /// JIT compiles just the function it runs).
   std::vector<std::string> roots;
-  /// Lower through the loop IR and its LLVM printer (PrintLLVM.h,
-  /// `--lower=loops`) instead of EmitLLVM's lowering of each op.
-  bool viaLoops = false;
 };
 
 /// The name of the JIT trampoline of an exported symbol.
@@ -80,13 +77,13 @@ std::unique_ptr<llvm::Module> lowerToLLVM(const ir::Module &module,
 void runWithLargeStack(llvm::function_ref<void()> work);
 
 /// Runs LLVM's default per-module pipeline at `optLevel` (1 to 3; 0 does
-/// nothing) with loop vectorisation (not SLP), tuned for `tm`. With
-/// `orderedReductions`, the loop vectoriser also vectorises loops that
-/// accumulate floats in order (LLVM's in-order reductions: the additions
-/// stay in the source order, so the result is the same bit for bit),
-/// unless `-mllvm -force-ordered-reductions` says otherwise.
+/// nothing) with loop vectorisation (not SLP), tuned for `tm`. The loop
+/// vectoriser also vectorises loops that accumulate floats in order
+/// (LLVM's in-order reductions: the additions stay in the source order,
+/// so the result is the same bit for bit), unless `-mllvm
+/// -force-ordered-reductions` says otherwise.
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
-                    unsigned optLevel, bool orderedReductions = false);
+                    unsigned optLevel);
 
 /// Lowers, verifies and optimises: what `--emit=llvm` prints and
 /// `--emit=obj` compiles. Null with `error` set on failure.

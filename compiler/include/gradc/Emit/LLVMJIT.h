@@ -44,10 +44,9 @@ public:
   /// the host: the functions in `roots` and what they call, or every
   /// exported function when `roots` is empty. Null with `error` set on
   /// failure.
-  /// With `viaLoops`, through the loop IR's printer (PrintLLVM.h).
   static std::unique_ptr<JITModule>
   create(const ir::Module &module, unsigned optLevel, std::string &error,
-         llvm::ArrayRef<std::string> roots = {}, bool viaLoops = false);
+         llvm::ArrayRef<std::string> roots = {});
 
   /// Compiles an LLVM module that another compiler made from `module`
   /// (the `cpp` backend's in-process Clang) for the host, with code
@@ -82,7 +81,8 @@ bool runWithLLVMJIT(const ir::Module &module, llvm::StringRef fnName,
                     llvm::ArrayRef<ir::Tensor> args,
                     std::vector<ir::Tensor> &results, std::string &error);
 
-/// The same through the loop IR's LLVM printer: `llvm-loops`.
+/// The same (`llvm-loops`, the name `llvm` had while two LLVM lowerings
+/// existed; every LLVM module now comes from the loop IR's printer).
 bool runWithLLVMJITLoops(const ir::Module &module, llvm::StringRef fnName,
                          llvm::ArrayRef<ir::Tensor> args,
                          std::vector<ir::Tensor> &results, std::string &error);

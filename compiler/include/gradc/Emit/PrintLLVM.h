@@ -1,13 +1,12 @@
 //===- PrintLLVM.h - The LLVM printer of the loop IR ------------*- C++ -*-===//
 //
-// `gradc --emit=llvm --lower=loops` (and `--emit=obj`), `gradc run
-// --backend=llvm-loops`: the module is lowered to the loop IR (lib/Loops),
-// the loop passes of loops::defaultLoopPipeline run, and each loop
-// function becomes one LLVM function with EmitLLVM's C ABI (docs/ABI.md),
-// built statement by statement: a loop per `for`, a store per store. The
-// twin of PrintCpp.h; selected by LLVMOptions::viaLoops, after which the
-// module is linked with the math bitcode, verified and optimised exactly
-// as EmitLLVM's (docs/LLVMBackend.md, "Printing the loop IR").
+// The LLVM backend (`gradc --emit=llvm|obj`, `gradc run --backend=llvm`,
+// the JIT): the module is lowered to the loop IR (lib/Loops), the loop
+// passes of loops::defaultLoopPipeline run, and each loop function becomes
+// one LLVM function with the C ABI of LLVMABI.h (docs/ABI.md), built
+// statement by statement: a loop per `for`, a store per store. The twin of
+// PrintCpp.h; EmitLLVM.cpp then links the math bitcode, verifies and
+// optimises the module (docs/LLVMBackend.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -130,9 +130,16 @@ struct Buffer {
   std::vector<double> data;
   /// For Scratch/Stack: the slot that buffer planning assigned (-1: none).
   int slot = -1;
+  /// For Scratch whose length no tensor type gives (the snapshots of a
+  /// checkpointed loop): its element count, an index expression of the
+  /// function's size names only, and `shape` is empty. Such a buffer is
+  /// always heap scratch and is indexed flat.
+  ExprPtr count;
 
   /// The number of elements, symbolic.
-  ExprPtr numElements() const { return extentOf(shape); }
+  ExprPtr numElements() const {
+    return count ? count->clone() : extentOf(shape);
+  }
   bool isReadOnly() const {
     return kind == Kind::Param || kind == Kind::Constant ||
            (kind == Kind::Alias && base && base->isReadOnly());

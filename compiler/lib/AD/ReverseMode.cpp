@@ -115,10 +115,14 @@ private:
   bool sweepLoop(GradContext &ctx, const Op &op, Function &grad);
   bool sweepCheckpointedLoop(GradContext &ctx, const Op &op,
                              const Function &body, const Function &rev);
-  const Function *loopVJP(const Op &op, const Function &body);
+  const Function *loopVJP(const Op &op, const Function &body,
+                          llvm::ArrayRef<unsigned> skip = {});
   const Function *loopTapeBody(const Function &body, unsigned carries);
+  const Function *loopRowsBody(const Function &body, unsigned carries,
+                               llvm::ArrayRef<unsigned> rowed);
   const Function *loopReverseBody(const Op &op, const Function &body,
-                                  const Function &vjp, bool checkpointed);
+                                  const Function &vjp, bool checkpointed,
+                                  llvm::ArrayRef<unsigned> rowed = {});
   bool sweepExternWithoutRule(const Op &op, const Function &grad);
   bool sweepIf(GradContext &ctx, const Op &op, const Function &grad);
   const Function *branchVJP(const Op &op, const Function &branch);
@@ -505,7 +509,18 @@ bool Differentiator::sweepOp(GradContext &ctx, const Op &op,
 //      accumulated adjoints.
 //   4. The loop's operands receive the reverse loop's results.
 //
-// The three functions are made once per body (role LoopBody) and reused.
+// An invariant v that the body reads only as its row at the loop index,
+// v[t] (`take(v, t, axis = 0)`; the common `xs[t]`), is "rowed": its
+// adjoint is a sum of one row per step, and accumulating scatter_add(dx_t,
+// t) into a zero tensor of v's size at every step would cost O(T * |v|),
+// quadratic in T. Instead B.rows(t, c, v, x) -> (c', y) is the body with
+// the row v[t] as a parameter x of its own, its VJP gives dx_t, and B.rev
+// returns dx_t as a per-step output of the reverse loop: stacked at the
+// step's position, that is d v itself (padded with zero rows when the
+// loop does not cover v's first axis), at O(T * |x|) in time and memory,
+// like `lax.scan`'s stacked outputs (docs/Gradients.md, "Loops").
+//
+// The functions are made once per body (role LoopBody) and reused.
 //
 // A loop with `@checkpoint` (attribute `checkpoint`) keeps no tape: the
 // forward loop runs B itself, and the reverse loop runs
@@ -527,7 +542,37 @@ static TensorType stacked(const TensorType &type, const Dim &trip) {
   return t;
 }
 
-const Function *Differentiator::loopVJP(const Op &op, const Function &body) {
+/// Whether the body's parameter `p` is read only as `take(p, t, axis = 0)`
+/// with `t` the loop index (parameter 0), and never returned.
+static bool isReadByRowOnly(const Function &body, const Value *p) {
+  bool used = false;
+  for (const auto &op : body.getOps())
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      if (op->getOperand(i) != p)
+        continue;
+      if (op->getKind() != OpKind::Take || i != 0 ||
+          op->getOperand(1) != body.getParam(0) ||
+          op->getAttrs().getInt("axis") != 0)
+        return false;
+      used = true;
+    }
+  return used && !llvm::is_contained(body.getReturns(), p);
+}
+
+/// The positions (among the invariants) of the rowed invariants of a loop
+/// body with `carries` carries: floating-point ones read only as v[t].
+static llvm::SmallVector<unsigned, 2> rowedInvariants(const Function &body,
+                                                      unsigned carries) {
+  llvm::SmallVector<unsigned, 2> rowed;
+  for (unsigned i = 1 + carries; i < body.getParams().size(); ++i)
+    if (isFloatValue(body.getParam(i)) &&
+        isReadByRowOnly(body, body.getParam(i)))
+      rowed.push_back(i - 1 - carries);
+  return rowed;
+}
+
+const Function *Differentiator::loopVJP(const Op &op, const Function &body,
+                                        llvm::ArrayRef<unsigned> skip) {
   std::string name = (body.getName() + ".vjp").str();
   if (const Function *existing = module.lookup(name))
     return existing;
@@ -535,7 +580,7 @@ const Function *Differentiator::loopVJP(const Op &op, const Function &body) {
   spec.gradName = name;
   spec.loc = op.getLoc();
   for (unsigned i = 1; i < body.getParams().size(); ++i)
-    if (isFloatValue(body.getParam(i)))
+    if (isFloatValue(body.getParam(i)) && !llvm::is_contained(skip, i))
       spec.wrt.push_back(i);
   Function *vjp = module.addFunction(name);
   vjp->setRole(Function::Role::LoopBody);
@@ -580,10 +625,55 @@ const Function *Differentiator::loopTapeBody(const Function &body,
   return tape;
 }
 
-const Function *Differentiator::loopReverseBody(const Op &op,
-                                                const Function &body,
-                                                const Function &vjp,
-                                                bool checkpointed) {
+/// B.rows(t, c, v, x_rowed...) -> (c', y): the body with each rowed
+/// invariant's row v[t] replaced by a parameter of its own (v is then
+/// unread).
+const Function *Differentiator::loopRowsBody(const Function &body,
+                                             unsigned carries,
+                                             llvm::ArrayRef<unsigned> rowed) {
+  std::string name = (body.getName() + ".rows").str();
+  if (const Function *existing = module.lookup(name))
+    return existing;
+  Function *rows = module.addFunction(name);
+  rows->setRole(Function::Role::LoopBody);
+  rows->setLoc(body.getLoc());
+  for (const Value *p : body.getParams())
+    rows->addParam(p->getType(), p->getName());
+  llvm::SmallVector<Value *, 2> xs;
+  for (unsigned r : rowed) {
+    const Value *v = body.getParam(1 + carries + r);
+    TensorType row = v->getType();
+    row.shape.erase(row.shape.begin());
+    xs.push_back(rows->addParam(
+        row, v->getName().empty() ? "" : (v->getName() + "_row").str()));
+  }
+  ir::Builder b(*rows);
+  b.setLoc(body.getLoc());
+  llvm::SmallVector<TensorType, 4> types;
+  for (const Value *r : body.getReturns())
+    types.push_back(r->getType());
+  llvm::SmallVector<Value *, 8> args(rows->getParams().begin(),
+                                     rows->getParams().begin() +
+                                         body.getParams().size());
+  auto results = b.call(body.getName(), args, types);
+  rows->setReturns(std::vector<Value *>(results.begin(), results.end()));
+  ir::inlineCall(*rows, rows->getOps().back().get(), body);
+  llvm::DenseSet<const Op *> rowReads;
+  for (const auto &op : rows->getOps())
+    for (unsigned j = 0; j < rowed.size(); ++j)
+      if (op->getKind() == OpKind::Take &&
+          op->getOperand(0) == rows->getParam(1 + carries + rowed[j])) {
+        rows->replaceAllUses(op->getResult(), xs[j]);
+        rowReads.insert(op.get());
+      }
+  rows->eraseOpsIf([&](const Op &op) { return rowReads.contains(&op); });
+  return rows;
+}
+
+const Function *
+Differentiator::loopReverseBody(const Op &op, const Function &body,
+                                const Function &vjp, bool checkpointed,
+                                llvm::ArrayRef<unsigned> rowed) {
   std::string name = (body.getName() + (checkpointed ? ".crev" : ".rev")).str();
   if (const Function *existing = module.lookup(name))
     return existing;
@@ -610,7 +700,7 @@ const Function *Differentiator::loopReverseBody(const Op &op,
                                 paramName(body.getParam(1 + i), "d_")));
   for (unsigned i = 0; i < numInvariants; ++i) {
     const Value *v = body.getParam(1 + k + i);
-    if (isFloatValue(v))
+    if (isFloatValue(v) && !llvm::is_contained(rowed, i))
       accs.push_back(rev->addParam(v->getType(), paramName(v, "d_")));
   }
   for (unsigned i = 0; i < k; ++i) {
@@ -641,6 +731,8 @@ const Function *Differentiator::loopReverseBody(const Op &op,
     args.push_back(checkpointed ? tape
                                 : b.create1(OpKind::Take, {tape, pos}, axis0));
   args.append(invariants.begin(), invariants.end());
+  for (unsigned r : rowed)
+    args.push_back(b.create1(OpKind::Take, {invariants[r], t}, axis0));
   args.append(dcs.begin(), dcs.end());
   for (Value *d : dys)
     args.push_back(b.create1(OpKind::Take, {d, pos}, axis0));
@@ -658,11 +750,15 @@ const Function *Differentiator::loopReverseBody(const Op &op,
                                                          : dcs[i]);
   unsigned acc = 0;
   for (unsigned i = 0; i < numInvariants; ++i)
-    if (isFloatValue(body.getParam(1 + k + i))) {
+    if (isFloatValue(body.getParam(1 + k + i)) &&
+        !llvm::is_contained(rowed, i)) {
       returns.push_back(b.add(accs[acc], grads[next++]));
       returns.back()->setName(accs[acc]->getName());
       ++acc;
     }
+  // The rows' adjoints, per-step outputs that the loop stacks.
+  for (size_t j = 0; j < rowed.size(); ++j)
+    returns.push_back(grads[next++]);
   rev->setReturns(returns);
   return rev;
 }
@@ -682,15 +778,27 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
     diags.report(op.getLoc(), diag::err_ad_checkpoint_again) << grad.getName();
     return false;
   }
-  bool checkpointed = attrs.has("checkpoint");
-  const Function *vjp = loopVJP(op, *body);
-  if (!vjp)
-    return false;
-  if (checkpointed)
+  if (attrs.has("checkpoint")) {
+    const Function *vjp = loopVJP(op, *body);
+    if (!vjp)
+      return false;
     return sweepCheckpointedLoop(ctx, op, *body,
                                  *loopReverseBody(op, *body, *vjp, true));
+  }
+  // Rowed invariants (above) are differentiated through their rows.
+  llvm::SmallVector<unsigned, 2> rowed = rowedInvariants(*body, k);
+  const Function *vjpBody = body;
+  llvm::SmallVector<unsigned, 2> skip;
+  if (!rowed.empty()) {
+    vjpBody = loopRowsBody(*body, k, rowed);
+    for (unsigned r : rowed)
+      skip.push_back(1 + k + r);
+  }
+  const Function *vjp = loopVJP(op, *vjpBody, skip);
+  if (!vjp)
+    return false;
   const Function *tapeBody = loopTapeBody(*body, k);
-  const Function *rev = loopReverseBody(op, *body, *vjp, false);
+  const Function *rev = loopReverseBody(op, *body, *vjp, false, rowed);
 
   // 2. The forward loop runs the taped body instead.
   llvm::SmallVector<TensorType, 6> types;
@@ -713,7 +821,7 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   for (unsigned i = 0; i < k; ++i)
     operands.push_back(ctx.adjointOrZeros(op.getResult(i)));
   for (unsigned i = 0; i < numInvariants; ++i)
-    if (isFloatValue(op.getOperand(k + i)))
+    if (isFloatValue(op.getOperand(k + i)) && !llvm::is_contained(rowed, i))
       operands.push_back(b.zerosLike(op.getOperand(k + i)));
   unsigned carried = operands.size();
   for (unsigned i = 0; i < k; ++i)
@@ -725,6 +833,11 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
   llvm::SmallVector<TensorType, 6> revTypes;
   for (unsigned i = 0; i < carried; ++i)
     revTypes.push_back(operands[i]->getType());
+  for (unsigned r : rowed) {
+    TensorType row = op.getOperand(k + r)->getType();
+    row.shape.erase(row.shape.begin());
+    revTypes.push_back(stacked(row, trip));
+  }
   AttrList revAttrs = attrs;
   revAttrs.set("body", rev->getName().str());
   revAttrs.set("carries", int64_t(carried));
@@ -753,8 +866,24 @@ bool Differentiator::sweepLoop(GradContext &ctx, const Op &op, Function &grad) {
       ctx.accumulate(op.getOperand(i), reverse->getResult(i));
   unsigned next = k;
   for (unsigned i = 0; i < numInvariants; ++i)
-    if (isFloatValue(op.getOperand(k + i)))
+    if (isFloatValue(op.getOperand(k + i)) && !llvm::is_contained(rowed, i))
       ctx.accumulate(op.getOperand(k + i), reverse->getResult(next++));
+  // A rowed invariant's adjoint is the stacked rows, at rows start ..
+  // start + trip of its first axis.
+  for (size_t j = 0; j < rowed.size(); ++j) {
+    Value *v = op.getOperand(k + rowed[j]);
+    Value *rows = reverse->getResult(carried + j);
+    const Dim &first = v->getType().shape.front();
+    int64_t start = attrs.getInt("start");
+    if (start != 0 || first != trip) {
+      AttrList padAttrs;
+      padAttrs.set("axis", int64_t(0));
+      padAttrs.set("start", start);
+      padAttrs.set("size", Shape{first});
+      rows = b.create1(OpKind::Pad, {rows}, padAttrs);
+    }
+    ctx.accumulate(v, rows);
+  }
   return true;
 }
 

@@ -267,6 +267,23 @@ void Dumper::dumpExpr(const Expr &expr) {
       dumpExpr(*i.indexExpr);
     return;
   }
+  case Expr::Kind::Slice: {
+    const auto &sl = llvm::cast<SliceExpr>(expr);
+    auto bound = [](const SliceBound &b) {
+      if (!b.present)
+        return std::string();
+      return b.name.empty() ? std::to_string(b.value) : b.name;
+    };
+    line() << "SliceExpr [";
+    for (size_t k = 0; k < sl.axes.size(); ++k)
+      os << (k ? ", " : "") << bound(sl.axes[k].lo) << ":"
+         << bound(sl.axes[k].hi);
+    os << "]";
+    endExprLine(expr);
+    Nest nest(*this);
+    dumpExpr(*sl.base);
+    return;
+  }
   case Expr::Kind::For: {
     const auto &f = llvm::cast<ForExpr>(expr);
     line() << "ForExpr '" << f.index.name << "' in " << f.start << ".."

@@ -434,7 +434,8 @@ bool emit::checkBackendSupport(const ir::Module &module,
     for (const auto &op : fn->getOps()) {
       OpKind kind = op->getKind();
       if (kind != OpKind::For && kind != OpKind::Take &&
-          kind != OpKind::ScatterAdd && kind != OpKind::If)
+          kind != OpKind::ScatterAdd && kind != OpKind::If &&
+          kind != OpKind::Slice && kind != OpKind::Pad)
         continue;
       llvm::StringRef what = kind == OpKind::For  ? "a loop"
                              : kind == OpKind::If ? "a branch"

@@ -530,6 +530,9 @@ private:
       return evalConcat(c, out);
     case OpKind::Split:
       return evalSplit(c, out);
+    case OpKind::Slice:
+    case OpKind::Pad:
+      return evalSliceOrPad(c, out);
     case OpKind::OneHot:
       return evalOneHot(c, out);
     case OpKind::Take:
@@ -1147,6 +1150,48 @@ private:
                          " is out of range [0, " + std::to_string(n) +
                          ") for axis " + std::to_string(axis) +
                          " (GRADC_ERROR_INDEX)");
+  }
+
+  // slice(x, axis, start, size): y[p, i, q] = x[p, start + i, q] for i <
+  // size; pad(x, axis, start, size): zeros of `size` along axis with
+  // z[p, start + i, q] = x[p, i, q]. A part that does not fit its whole
+  // (a slice bound past a size name's value) is GRADC_ERROR_INDEX.
+  bool evalSliceOrPad(OpContext &c, std::vector<Tensor> &out) {
+    if (!checkArity(c, 1) || !checkResultCount(c, 1))
+      return false;
+    const Tensor &x = *c.operands[0];
+    const AttrList &attrs = c.op.getAttrs();
+    int64_t axis = attrs.getInt("axis"), start = attrs.getInt("start"), n = 0;
+    if (axis < 0 || axis >= int64_t(x.shape.size()))
+      return opFail(c, "axis out of range");
+    if (!resolveDim(c, attrs.getShape("size").front(), n))
+      return false;
+    bool isSlice = c.op.getKind() == OpKind::Slice;
+    int64_t part = isSlice ? n : x.shape[axis];
+    int64_t whole = isSlice ? x.shape[axis] : n;
+    if (start < 0 || part < 0 || start > whole || part > whole - start)
+      return opFail(c, "elements [" + std::to_string(start) + ", " +
+                           std::to_string(start + part) +
+                           ") are out of range [0, " + std::to_string(whole) +
+                           ") for axis " + std::to_string(axis) +
+                           " (GRADC_ERROR_INDEX)");
+    IntShape shape = x.shape;
+    shape[axis] = n;
+    out.resize(1);
+    Tensor &y = out[0];
+    if (!make(c, resultDType(c), shape, y))
+      return false;
+    int64_t outer, inner;
+    splitAt(x.shape, axis, outer, inner);
+    int64_t block = part * inner;
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t wholeAt = (o * whole + start) * inner, partAt = o * block;
+      if (isSlice)
+        std::copy_n(x.data.begin() + wholeAt, block, y.data.begin() + partAt);
+      else
+        std::copy_n(x.data.begin() + partAt, block, y.data.begin() + wholeAt);
+    }
+    return true;
   }
 
   // take(table, idx, axis): y[p, i, q] = table[p, idx[i], q], where p runs

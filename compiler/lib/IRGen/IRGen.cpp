@@ -183,6 +183,7 @@ private:
   Values lowerOpCall(const CallExpr &e);
   Values lowerFnCall(const CallExpr &e);
   Values lowerIndex(const IndexExpr &e);
+  Values lowerSlice(const SliceExpr &e);
   Values lowerFor(const ForExpr &e);
   Values lowerIf(const IfExpr &e);
   /// Lowers one branch of an `if` into the function that `body` builds.
@@ -281,6 +282,8 @@ Values BodyLowering::lowerExpr(const Expr &e) {
     return lowerElements(llvm::cast<TupleExpr>(e).elements);
   case Expr::Kind::Index:
     return lowerIndex(llvm::cast<IndexExpr>(e));
+  case Expr::Kind::Slice:
+    return lowerSlice(llvm::cast<SliceExpr>(e));
   case Expr::Kind::For:
     return lowerFor(llvm::cast<ForExpr>(e));
   case Expr::Kind::If:
@@ -440,6 +443,27 @@ Values BodyLowering::lowerIndex(const IndexExpr &e) {
   if (index < 0 || index >= int64_t(base.size()))
     return {};
   return {base[index]};
+}
+
+/// `x[a:b, c:d]` is one `slice` op per axis that Sema did not find kept
+/// whole, first axis first.
+Values BodyLowering::lowerSlice(const SliceExpr &e) {
+  Values base = lowerExpr(*e.base);
+  if (base.size() != 1)
+    return {};
+  ir::Value *v = base.front();
+  for (size_t k = 0; k < e.lengths.size(); ++k) {
+    if (e.starts[k] == 0 && e.lengths[k] == v->getType().shape[k])
+      continue;
+    AttrList attrs;
+    attrs.set("axis", int64_t(k));
+    attrs.set("start", e.starts[k]);
+    attrs.set("size", Shape{e.lengths[k]});
+    builder.setLoc(e.axes[k].range.begin);
+    v = builder.create1(OpKind::Slice, {v}, attrs);
+  }
+  checkTypes(e, {v});
+  return {v};
 }
 
 /// A loop becomes a body function `f.forN(t, carries..., captures...)`

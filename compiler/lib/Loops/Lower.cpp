@@ -330,6 +330,8 @@ static bool lowerOp(Lowering &l, const ir::Op &op) {
   case OpKind::Unstack:
   case OpKind::Concat:
   case OpKind::Split:
+  case OpKind::Slice:
+  case OpKind::Pad:
   case OpKind::OneHot:
     return lowerLayout(l, op);
   case OpKind::Constant:

@@ -1,4 +1,4 @@
-//===- LowerLayout.cpp - transpose, reshape, broadcast_to, stack, ... -----===//
+//===- LowerLayout.cpp - transpose, reshape, stack, slice, ... ------------===//
 //
 // Layout ops move elements without arithmetic:
 //
@@ -10,6 +10,14 @@
 //   unstack       ys[k][o, i] = x[o, k, i]
 //   concat        y[o, off_k + j, i] = xs[k][o, j, i]
 //   split         ys[k][o, j, i] = x[o, off_k + j, i]
+//   slice         y[o, j, i] = x[o, start + j, i]: a view of x at offset
+//                 start * (elements per index of the axis) when the axes
+//                 before `axis` have size 1 (`x[a:b]` of the first axis)
+//                 and y is not written to an output, a copy otherwise.
+//                 First, unless the sizes are known (Sema checked them),
+//                 a check that start + size fits the axis
+//                 (GRADC_ERROR_INDEX), so nothing is read out of bounds
+//   pad           z = 0; the same check; z[o, start + j, i] = x[o, j, i]
 //   one_hot       y[i, j] = (int64(indices[i]) == j) ? 1 : 0; an index
 //                 outside [0, depth) equals no j: a row of zeros
 //
@@ -154,6 +162,77 @@ bool lowerSplit(Lowering &l, const ir::Op &op) {
   return true;
 }
 
+/// Checks, when the program runs, that `part` elements from `start` fit
+/// in an axis of `whole` elements; nothing when both sizes are known
+/// (the op table checked them).
+void checkSliceFits(Lowering &l, const ir::Op &op, int64_t start,
+                    const Dim &part, const Dim &whole, int64_t axis) {
+  if (part.isKnown() && whole.isKnown())
+    return;
+  if (part == whole && start == 0)
+    return;
+  std::string end = part.isKnown() ? std::to_string(start + part.getSize())
+                    : start == 0   ? part.str()
+                                   : std::to_string(start) + " + " + part.str();
+  l.check(l.top(),
+          prim(PrimOp::Le, prim(PrimOp::Add, index(start), extentOf(part)),
+               extentOf(whole)),
+          CheckStatus::Index,
+          "'" + op.getName().str() + "': elements [" + std::to_string(start) +
+              ", " + end + ") are out of range [0, " + whole.str() +
+              ") for axis " + std::to_string(axis) + " (GRADC_ERROR_INDEX)");
+}
+
+bool lowerSlice(Lowering &l, const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const Shape &in = x->getType().shape;
+  const TensorType &type = op.getResult()->getType();
+  int64_t axis = axisAttr(op, in.size());
+  int64_t start = op.getAttrs().getInt("start");
+  checkSliceFits(l, op, start, type.shape[axis], in[axis], axis);
+  bool contiguous =
+      llvm::all_of(llvm::ArrayRef<Dim>(in).take_front(axis), [](const Dim &d) {
+        return d.isKnown() && d.getSize() == 1;
+      });
+  if (contiguous && l.mayAlias(op)) {
+    Buffer *view = l.fn.addBuffer(
+        Buffer::Kind::Alias, type.dtype, type.shape,
+        l.origin.result.size() > 1 ? l.origin.result.substr(1) : "view");
+    view->base = l.bufferOf(x);
+    view->offset =
+        start == 0
+            ? index(0)
+            : prim(PrimOp::Mul, index(start),
+                   extentOf(llvm::ArrayRef<Dim>(in).drop_front(axis + 1)));
+    l.bind(op.getResult(), view);
+    return true;
+  }
+  Buffer *y = l.resultBuffer(op);
+  Nest n = l.openNest(l.top(), type.shape);
+  l.store(*n.body, y, Lowering::flatIndex(type.shape, n.idx),
+          load(l.bufferOf(x),
+               Lowering::flatIndex(in, shiftAt(n, axis, index(start)))));
+  return true;
+}
+
+bool lowerPad(Lowering &l, const ir::Op &op) {
+  const ir::Value *x = op.getOperand(0);
+  const Shape &in = x->getType().shape;
+  const TensorType &type = op.getResult()->getType();
+  int64_t axis = axisAttr(op, in.size());
+  int64_t start = op.getAttrs().getInt("start");
+  checkSliceFits(l, op, start, in[axis], type.shape[axis], axis);
+  Buffer *z = l.resultBuffer(op);
+  Nest zero = l.openNest(l.top(), type.shape);
+  l.store(*zero.body, z, Lowering::flatIndex(type.shape, zero.idx),
+          constant(fromDType(type.dtype), 0));
+  Nest n = l.openNest(l.top(), in);
+  l.store(*n.body, z,
+          Lowering::flatIndex(type.shape, shiftAt(n, axis, index(start))),
+          load(l.bufferOf(x), Lowering::flatIndex(in, n.idx)));
+  return true;
+}
+
 bool lowerOneHot(Lowering &l, const ir::Op &op) {
   const ir::Value *x = op.getOperand(0);
   const TensorType &type = op.getResult()->getType();
@@ -189,6 +268,10 @@ bool loops::lowerLayout(Lowering &l, const ir::Op &op) {
     return lowerConcat(l, op);
   case OpKind::Split:
     return lowerSplit(l, op);
+  case OpKind::Slice:
+    return lowerSlice(l, op);
+  case OpKind::Pad:
+    return lowerPad(l, op);
   case OpKind::OneHot:
     return lowerOneHot(l, op);
   default:

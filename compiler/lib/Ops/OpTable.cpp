@@ -540,6 +540,48 @@ bool inferSplit(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
   return true;
 }
 
+/// Whether `part` elements from `start` can fit in an axis of `whole`
+/// elements: false only when that is known to fail (size names are
+/// compared when the program runs: docs/LanguageReference.md, "Slices").
+bool sliceFits(int64_t start, const Dim &part, const Dim &whole) {
+  if (start < 0 || (part.isKnown() && part.getSize() < 0))
+    return false;
+  if (part.isKnown() && whole.isKnown())
+    return start + part.getSize() <= whole.getSize();
+  if (part == whole)
+    return start == 0;
+  return true;
+}
+
+/// slice(x, axis, start, size) and pad(x, axis, start, size): the
+/// `size` elements of x from `start` along `axis`, and its adjoint, zeros
+/// of `size` along `axis` with x at `start`. The other axes are kept.
+template <OpKind K>
+bool inferSliceOrPad(llvm::ArrayRef<TensorType> ops, AttrList &attrs,
+                     llvm::SmallVectorImpl<TensorType> &results,
+                     OpTypeError &error) {
+  llvm::StringRef name = getOpName(K);
+  if (ops[0].isScalar())
+    return fail(error, diag::err_op_rank, {name.str(), "1", ops[0].str()});
+  int64_t axis;
+  if (!readAxis(name, attrs, ops[0].getRank(), axis, error))
+    return false;
+  int64_t start = attrs.getInt("start");
+  const Dim &size = attrs.getShape("size").front();
+  const Dim &axisDim = ops[0].shape[axis];
+  const Dim &part = K == OpKind::Slice ? size : axisDim;
+  const Dim &whole = K == OpKind::Slice ? axisDim : size;
+  if (!sliceFits(start, part, whole))
+    return fail(error, diag::err_op_slice_range,
+                {name.str(), part.str(), std::to_string(start),
+                 std::to_string(axis),
+                 K == OpKind::Slice ? ops[0].str() : "size " + whole.str()});
+  TensorType result = ops[0];
+  result.shape[axis] = size;
+  results.push_back(result);
+  return true;
+}
+
 /// take(table, indices, axis): table[..., indices[j...], ...] along
 /// `axis`; the result replaces that axis by the shape of `indices` (a
 /// scalar index drops it: `xs[t]` is take(xs, t, axis = 0)).
@@ -761,6 +803,9 @@ const AttrInfo oneHotAttrs[] = {{"depth", AttrKind::Dim, true},
                                 {"dtype", AttrKind::Symbol, false}};
 const AttrInfo constantAttr[] = {{"value", AttrKind::Floats, true}};
 const AttrInfo calleeAttr[] = {{"callee", AttrKind::Symbol, true}};
+const AttrInfo sliceAttrs[] = {{"axis", AttrKind::Int, true},
+                               {"start", AttrKind::Int, true},
+                               {"size", AttrKind::Dim, true}};
 const AttrInfo scatterAttrs[] = {{"axis", AttrKind::Int, false},
                                  {"size", AttrKind::Dim, true}};
 const AttrInfo forAttrs[] = {{"body", AttrKind::Symbol, true},
@@ -1123,6 +1168,32 @@ const OpInfo opTable[] = {
      "cut a tensor along an axis into parts of given sizes",
      inferSplit,
      layout,
+     ZeroWhen::First,
+     nullptr},
+    {OpKind::Slice,
+     "slice",
+     xOnly,
+     false,
+     sliceAttrs,
+     {},
+     nullptr,
+     false,
+     "the size elements from start along axis (`x[a:b]`)",
+     inferSliceOrPad<OpKind::Slice>,
+     layout,
+     ZeroWhen::First,
+     nullptr},
+    {OpKind::Pad,
+     "pad",
+     xOnly,
+     false,
+     sliceAttrs,
+     {},
+     nullptr,
+     false,
+     "zeros of size along axis with x at start: slice's adjoint",
+     inferSliceOrPad<OpKind::Pad>,
+     NoTraits,
      ZeroWhen::First,
      nullptr},
 

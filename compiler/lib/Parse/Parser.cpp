@@ -281,6 +281,9 @@ private:
   ParsedExpr parsePostfix();
   ParsedExpr parseCall(ParsedExpr callee);
   ParsedExpr parseIndex(ParsedExpr base);
+  bool isSliceSubscript();
+  bool parseSliceAxes(SliceExpr &slice);
+  bool parseSliceBound(SliceBound &bound, llvm::StringRef after);
   ParsedExpr parsePrimary();
   ParsedExpr parseParenExpr();
   ParsedExpr parseListExpr();
@@ -1114,13 +1117,26 @@ ParsedExpr Parser::parseCall(ParsedExpr callee) {
   return finish(std::move(call), height);
 }
 
-// index ::= [ '-' ] integer | expr
+// index ::= [ '-' ] integer | expr | slice
 //
 // An integer literal indexes a list, a tuple or a tensor's first axis; any
 // other expression (`xs[t]`, `xs[t + 1]`) indexes a tensor's first axis
 // and Sema checks that it is an i32 scalar.
 ParsedExpr Parser::parseIndex(ParsedExpr base) {
   Group group(*this, TokenKind::RSquare);
+  if (isSliceSubscript()) {
+    SourceLoc begin = base.range.begin;
+    unsigned height = base.height + 1;
+    auto e = std::make_unique<SliceExpr>(SourceRange(begin, begin),
+                                         std::move(base.expr));
+    SourceLoc end;
+    if (!parseSliceAxes(*e) || !group.close(end))
+      return ParsedExpr();
+    auto slice = std::make_unique<SliceExpr>(SourceRange(begin, end),
+                                             std::move(e->base));
+    slice->axes = std::move(e->axes);
+    return finish(std::move(slice), height);
+  }
   SourceLoc indexBegin = tok().loc;
   bool literal = is(TokenKind::Integer) ||
                  (is(TokenKind::Minus) && peekAhead(1).is(TokenKind::Integer));
@@ -1154,6 +1170,62 @@ ParsedExpr Parser::parseIndex(ParsedExpr base) {
                     SourceRange(base.range.begin, end), std::move(base.expr),
                     negative ? -value : value, indexRange),
                 height);
+}
+
+/// Whether the subscript that starts at the current token is a slice:
+/// its first entry, a bound at most, is followed by ':' or ','.
+bool Parser::isSliceSubscript() {
+  unsigned n = 0;
+  if (peekAhead(n).is(TokenKind::Minus))
+    ++n;
+  if (peekAhead(n).is(TokenKind::Integer) ||
+      peekAhead(n).is(TokenKind::Identifier))
+    ++n;
+  return peekAhead(n).is(TokenKind::Colon) || peekAhead(n).is(TokenKind::Comma);
+}
+
+// slice      ::= sliceAxis { ',' sliceAxis }
+// sliceAxis  ::= [ sliceBound ] ':' [ sliceBound ]
+// sliceBound ::= [ '-' ] integer | name
+bool Parser::parseSliceAxes(SliceExpr &slice) {
+  do {
+    SliceAxis axis;
+    axis.range = SourceRange(tok().loc, tok().loc);
+    if (!is(TokenKind::Colon) && !parseSliceBound(axis.lo, ""))
+      return false;
+    if (!expect(TokenKind::Colon, "the start of a slice"))
+      return false;
+    axis.range.end = prevEnd;
+    if (!is(TokenKind::Comma) && !is(TokenKind::RSquare)) {
+      if (!parseSliceBound(axis.hi, "':'"))
+        return false;
+      axis.range.end = prevEnd;
+    }
+    slice.axes.push_back(axis);
+  } while (consumeIf(TokenKind::Comma));
+  return true;
+}
+
+bool Parser::parseSliceBound(SliceBound &bound, llvm::StringRef after) {
+  SourceLoc begin = tok().loc;
+  bool negative = is(TokenKind::Minus) && peekAhead(1).is(TokenKind::Integer);
+  if (negative)
+    consume();
+  if (is(TokenKind::Integer)) {
+    tok().text.getAsInteger(10, bound.value); // the lexer checked the range
+    if (negative)
+      bound.value = -bound.value;
+  } else if (isNameToken()) {
+    bound.name = tok().text.str();
+  } else {
+    return after.empty()
+               ? errorExpected("an integer or a size name")
+               : errorExpectedAfter("an integer or a size name", after);
+  }
+  bound.present = true;
+  bound.range = SourceRange(begin, tok().getEndLoc());
+  consume();
+  return true;
 }
 
 // primary ::= integer | float | 'true' | 'false' | name

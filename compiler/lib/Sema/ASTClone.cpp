@@ -83,6 +83,15 @@ ExprPtr cloneNode(const Expr &e) {
     copy->indexesTensor = i.indexesTensor;
     return copy;
   }
+  case Expr::Kind::Slice: {
+    const auto &sl = llvm::cast<SliceExpr>(e);
+    auto copy = std::make_unique<SliceExpr>(sl.getRange(),
+                                            sema::cloneExpr(sl.base.get()));
+    copy->axes = sl.axes;
+    copy->starts = sl.starts;
+    copy->lengths = sl.lengths;
+    return copy;
+  }
   case Expr::Kind::For: {
     const auto &f = llvm::cast<ForExpr>(e);
     auto copy = std::make_unique<ForExpr>(f.getRange());

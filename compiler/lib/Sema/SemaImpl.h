@@ -237,6 +237,10 @@ public:
   ast::ValueType checkList(ast::ListExpr &list, BodyScope &scope,
                            std::optional<DType> hint);
   ast::ValueType checkIndex(ast::IndexExpr &index, BodyScope &scope);
+  ast::ValueType checkSlice(ast::SliceExpr &slice, BodyScope &scope);
+  bool resolveSliceBound(const ast::SliceBound &bound, const Dim &axisDim,
+                         const TensorType &base, size_t axis,
+                         const BodyScope &scope, Dim &out);
   ast::ValueType checkTensorIndex(ast::IndexExpr &index, const TensorType &base,
                                   const ast::ValueType *indexType);
   ast::ValueType checkFor(ast::ForExpr &loop, BodyScope &scope);

@@ -202,6 +202,8 @@ ValueType Sema::checkExprKind(Expr *expr, BodyScope &scope,
   }
   case Expr::Kind::Index:
     return checkIndex(*llvm::cast<IndexExpr>(expr), scope);
+  case Expr::Kind::Slice:
+    return checkSlice(*llvm::cast<SliceExpr>(expr), scope);
   case Expr::Kind::For:
     return checkFor(*llvm::cast<ForExpr>(expr), scope);
   case Expr::Kind::If:
@@ -371,6 +373,127 @@ ValueType Sema::checkTensorIndex(IndexExpr &index, const TensorType &base,
   index.indexesTensor = true;
   TensorType result = base;
   result.shape.erase(result.shape.begin());
+  return ValueType::ofTensor(result);
+}
+
+//===----------------------------------------------------------------------===//
+// Slices
+//===----------------------------------------------------------------------===//
+
+/// `lo:hi` as written, for diagnostics.
+static std::string sliceText(const SliceAxis &axis) {
+  auto bound = [](const SliceBound &b) {
+    if (!b.present)
+      return std::string();
+    return b.name.empty() ? std::to_string(b.value) : b.name;
+  };
+  return bound(axis.lo) + ":" + bound(axis.hi);
+}
+
+/// Resolves one bound of a slice of axis `axis` (of size `axisDim`) to a
+/// position: a size name must be one of the signature's, and an integer
+/// must lie in [-D, D] when the size D is known (negative counts from the
+/// end) and be non-negative when it is a size name (checked against the
+/// size when the program runs).
+bool Sema::resolveSliceBound(const SliceBound &bound, const Dim &axisDim,
+                             const TensorType &base, size_t axis,
+                             const BodyScope &scope, Dim &out) {
+  if (!bound.name.empty()) {
+    if (!scope.sizeNames.contains(bound.name)) {
+      std::vector<std::string> known;
+      for (const auto &entry : scope.sizeNames)
+        known.push_back(entry.getKey().str());
+      llvm::sort(known);
+      report(bound.range.begin, diag::err_unknown_size_name)
+          << bound.name << didYouMean(bound.name, known) << bound.range;
+      return false;
+    }
+    out = Dim::named(bound.name);
+    return true;
+  }
+  int64_t v = bound.value;
+  bool inRange = axisDim.isKnown()
+                     ? v >= -axisDim.getSize() && v <= axisDim.getSize()
+                     : v >= 0;
+  if (!inRange) {
+    report(bound.range.begin, diag::err_slice_bound_range)
+        << v << axis << base.str() << bound.range;
+    return false;
+  }
+  out = Dim::known(v < 0 ? v + axisDim.getSize() : v);
+  return true;
+}
+
+/// slice ::= expr '[' lo ':' hi { ',' lo ':' hi } ']' on a tensor
+/// T[D0, D1, ...]: axis k keeps the elements from lo to hi (exclusive),
+/// by default 0 and Dk. Shapes are static, so the number of elements,
+/// hi - lo, must be a known size or a size name: both bounds integers,
+/// or lo = 0 and hi a size name (`x[:N]`, `x[:]` of a named axis). A
+/// slice known to be empty or reversed, or a bound known to be out of
+/// range, is an error here; a bound against a size name is checked when
+/// the program runs (GRADC_ERROR_INDEX).
+ValueType Sema::checkSlice(SliceExpr &slice, BodyScope &scope) {
+  ValueType base = checkExpr(slice.base.get(), scope);
+  if (!base.isKnown())
+    return ValueType();
+  SourceRange first = slice.axes.front().range;
+  if (!base.isTensor()) {
+    report(first.begin, diag::err_index_list_literal) << first;
+    return ValueType();
+  }
+  const TensorType &type = base.tensor;
+  if (type.isScalar()) {
+    report(slice.base->getLoc(), diag::err_tensor_index_scalar)
+        << type.str() << slice.base->getRange();
+    return ValueType();
+  }
+  if (slice.axes.size() > type.getRank()) {
+    report(first.begin, diag::err_slice_rank)
+        << type.str() << slice.axes.size() << type.getRank()
+        << SourceRange(first.begin, slice.axes.back().range.end);
+    return ValueType();
+  }
+  TensorType result = type;
+  bool ok = true;
+  slice.starts.clear();
+  slice.lengths.clear();
+  for (size_t k = 0; k < slice.axes.size(); ++k) {
+    const SliceAxis &axis = slice.axes[k];
+    const Dim &d = type.shape[k];
+    Dim lo = Dim::known(0), hi = d;
+    if ((axis.lo.present &&
+         !resolveSliceBound(axis.lo, d, type, k, scope, lo)) ||
+        (axis.hi.present &&
+         !resolveSliceBound(axis.hi, d, type, k, scope, hi))) {
+      ok = false;
+      continue;
+    }
+    bool empty = lo == hi ||
+                 (lo.isKnown() && hi.isKnown() && hi.getSize() <= lo.getSize());
+    if (empty) {
+      report(axis.range.begin, diag::err_slice_empty)
+          << sliceText(axis) << k << type.str() << axis.range;
+      ok = false;
+      continue;
+    }
+    Dim length;
+    if (lo.isKnown() && hi.isKnown())
+      length = Dim::known(hi.getSize() - lo.getSize());
+    else if (lo.isKnown() && lo.getSize() == 0)
+      length = hi;
+    else {
+      report(axis.range.begin, diag::err_slice_length)
+          << sliceText(axis) << k << type.str() << hi.str() + " - " + lo.str()
+          << axis.range;
+      ok = false;
+      continue;
+    }
+    slice.starts.push_back(lo.getSize());
+    slice.lengths.push_back(length);
+    result.shape[k] = length;
+  }
+  if (!ok)
+    return ValueType();
   return ValueType::ofTensor(result);
 }
 

@@ -102,6 +102,7 @@ public:
     List,
     Tuple,
     Index,
+    Slice,
     For,
     If
   };
@@ -246,6 +247,38 @@ public:
   /// Set by Sema: the base is a tensor (not a list or a tuple).
   bool indexesTensor = false;
   static bool classof(const Expr *e) { return e->getKind() == Kind::Index; }
+};
+
+/// One bound of a slice: an integer (negative counts from the end of a
+/// known axis) or a size name; `present` is false when it is left out.
+struct SliceBound {
+  bool present = false;
+  int64_t value = 0;
+  std::string name; ///< the size name, or empty for an integer
+  SourceRange range;
+};
+
+/// `lo:hi` on one axis, either bound left out (`:`, `2:`, `:N`).
+struct SliceAxis {
+  SliceBound lo, hi;
+  SourceRange range;
+};
+
+/// `x[1:3]`, `x[:, 0:N]`, `x[2:]`: the elements of a tensor between
+/// constant or size-name bounds on its first axes, a view of static shape
+/// (docs/LanguageReference.md, "Slices"). Axes after the given ones are
+/// kept whole.
+class SliceExpr : public Expr {
+public:
+  SliceExpr(SourceRange r, ExprPtr base)
+      : Expr(Kind::Slice, r), base(std::move(base)) {}
+  ExprPtr base;
+  std::vector<SliceAxis> axes;
+  /// Set by Sema, per sliced axis: where the slice starts and how many
+  /// elements it keeps (the axis's own size when it is kept whole).
+  std::vector<int64_t> starts;
+  Shape lengths;
+  static bool classof(const Expr *e) { return e->getKind() == Kind::Slice; }
 };
 
 /// `name = init` in a loop's `carry (...)` clause.

@@ -1,7 +1,8 @@
-//===- Layout.cpp - Gradients of stack, unstack, concat and split ---------===//
+//===- Layout.cpp - Gradients of stack, concat, slice, take and inverses --===//
 //
 // These ops only move elements, so each one's gradient is its inverse
-// applied to the cotangents: stack <-> unstack, concat <-> split. A list
+// (its transpose, for slice and take) applied to the cotangents: stack <->
+// unstack, concat <-> split, slice <-> pad, take <-> scatter_add. A list
 // operand is several IR operands, and a list result several IR results;
 // a result that no gradient reached contributes zeros of its type.
 //
@@ -86,6 +87,36 @@ void splitGrad(GradContext &ctx, const ir::Op &op) {
                                        axisAttr(axis)));
 }
 
+/// The axis, start and size attributes of a slice or a pad, with `size`
+/// replaced.
+AttrList sliceAttrs(const ir::Op &op, const Dim &size) {
+  AttrList attrs = axisAttr(op.getAttrs().getInt("axis"));
+  attrs.set("start", op.getAttrs().getInt("start"));
+  attrs.set("size", Shape{size});
+  return attrs;
+}
+
+// y = slice(x, axis, start, size) (y[p, i, q] = x[p, start + i, q]):
+//   dx += pad(dy, axis, start, size = x's size along axis)
+// the elements outside the slice do not reach y: their cotangent is 0.
+void sliceGrad(GradContext &ctx, const ir::Op &op) {
+  Value *x = op.getOperand(0);
+  int64_t axis = op.getAttrs().getInt("axis");
+  ctx.accumulate(
+      x, ctx.builder().create1(OpKind::Pad, {ctx.adjointOf(op.getResult())},
+                               sliceAttrs(op, x->getType().shape[axis])));
+}
+
+// z = pad(x, axis, start, size) (z[p, start + i, q] = x[p, i, q], 0
+// elsewhere):   dx += slice(dz, axis, start, size = x's size along axis)
+void padGrad(GradContext &ctx, const ir::Op &op) {
+  Value *x = op.getOperand(0);
+  int64_t axis = op.getAttrs().getInt("axis");
+  ctx.accumulate(
+      x, ctx.builder().create1(OpKind::Slice, {ctx.adjointOf(op.getResult())},
+                               sliceAttrs(op, x->getType().shape[axis])));
+}
+
 // y = take(table, idx, axis) (y[p, i, q] = table[p, idx[i], q]):
 //   dtable += scatter_add(dy, idx, axis, size = table's size along axis)
 // a repeated index receives the sum of its cotangents.
@@ -122,4 +153,6 @@ void gradc::ad::registerLayoutGrads(GradRegistry &registry) {
   registry.add(OpKind::Unstack, unstackGrad);
   registry.add(OpKind::Concat, concatGrad);
   registry.add(OpKind::Split, splitGrad);
+  registry.add(OpKind::Slice, sliceGrad);
+  registry.add(OpKind::Pad, padGrad);
 }

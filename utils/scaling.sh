@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # Compile time and peak memory of gradc on chain programs of growing size
 # (utils/gen-chain.py): a chain of N elementwise lets, its gradient, and N
-# functions each calling the previous one; for --emit=cpp, --emit=llvm
-# (optimised, as --emit=obj and the JIT compile it) and, as `llvm-loops`
-# and `cpp-loops`, --emit=llvm|cpp --lower=loops (the loop IR's printers,
-# after its passes: fuse, plan). Prints one line
-# per program and backend:
+# functions each calling the previous one; for --emit=cpp and --emit=llvm
+# (optimised, as --emit=obj and the JIT compile it), both printers of the
+# loop IR after its passes. Prints one line per program and backend:
 #
 #   kind   N      emit  seconds(user+sys)  peak-MB  status
 #
 # Usage: utils/scaling.sh [GRADC]        (default: build/compiler/tools/gradc/gradc)
 #   SIZES="1000 10000 100000"  the values of N (the default)
 #   KINDS="lets grad calls"    the chains (the default)
-#   EMITS="cpp llvm"           the backends (the default; also llvm-loops,
-#                              cpp-loops)
+#   EMITS="cpp llvm"           the backends (the default)
 #   LIMIT=600                  seconds before a run is stopped (status: timeout)
 # The CI check at N = 10,000 is test/Emit/compile-time-10k.test; this
 # script is for measuring by hand (100k programs take minutes).
@@ -33,8 +30,6 @@ for kind in $kinds; do
     python3 "$root/utils/gen-chain.py" "$kind" "$n" -o "$src"
     for emit in $emits; do
       flags=(--emit="$emit")
-      [ "$emit" = llvm-loops ] && flags=(--emit=llvm --lower=loops)
-      [ "$emit" = cpp-loops ] && flags=(--emit=cpp --lower=loops)
       timeout "$limit" /usr/bin/time -v -o "$tmp/time" \
         "$gradc" "$src" "${flags[@]}" -o "$tmp/out" >/dev/null 2>"$tmp/err"
       rc=$?

@@ -296,13 +296,31 @@ int64_t cost(const Expr &e) {
   return c;
 }
 
-/// The estimated work of one pass over `block`.
+/// Whether `e` reads memory or names a loop variable: a value that exists
+/// only inside the loop, so the work estimate, which a printer evaluates
+/// before the loop, must not mention it.
+bool dependsOnLoop(const Expr &e) {
+  if (e.kind == Expr::Kind::Load || e.kind == Expr::Kind::LoopVar)
+    return true;
+  for (const ExprPtr &a : e.args)
+    if (dependsOnLoop(*a))
+      return true;
+  return false;
+}
+
+/// The estimated work of one pass over `block`. An inner loop whose trip
+/// count depends on a value computed in the loop (the in-order rerun of a
+/// row maximum, whose count is C or 0) counts as one statement.
 ExprPtr workOf(const Block &block) {
   ExprPtr total = index(0);
   int64_t flat = 0;
   for (const StmtPtr &s : block) {
     switch (s->kind) {
     case Stmt::Kind::For:
+      if (dependsOnLoop(*s->extent)) {
+        flat += 1;
+        break;
+      }
       total = prim(PrimOp::Add, std::move(total),
                    prim(PrimOp::Mul, s->extent->clone(), workOf(s->body)));
       break;

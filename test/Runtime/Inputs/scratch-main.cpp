@@ -1,6 +1,6 @@
-// Calls scratch.grad's gradient twice with N = 100000: five temporaries of
+// Calls scratch.grad's gradient twice with N = 100000: four temporaries of
 // 400000 bytes each, which the per-thread scratch cache keeps after the
-// first call (2000000 bytes) and reuses, without growing, in the second.
+// first call (1600000 bytes) and reuses, without growing, in the second.
 // Prints the bytes kept, or 0 everywhere with GRADC_NO_SCRATCH_CACHE.
 #include "scratch.h"
 

@@ -185,10 +185,10 @@ TEST(LoopsParallel, KeepsAWriteAtAnIndexOfAnotherLayout) {
   // form that the pass proves; and y[i] = y[i] * 2 after y[N-1-i] would
   // read another iteration's element.
   Copy c;
-  c.addLoop(sizeRef("N"), c.y,
-            prim(PrimOp::Sub, prim(PrimOp::Sub, sizeRef("N"), index(1)),
-                 loopVar(0)),
-            load(c.x, loopVar(0)));
+  c.addLoop(
+      sizeRef("N"), c.y,
+      prim(PrimOp::Sub, prim(PrimOp::Sub, sizeRef("N"), index(1)), loopVar(0)),
+      load(c.x, loopVar(0)));
   EXPECT_FALSE(marked(c));
 }
 

@@ -919,8 +919,8 @@ llvm::Function *ModuleState::threadCount() {
   b.CreateRet(cached);
   b.SetInsertPoint(read);
   llvm::Value *text = b.CreateCall(
-      llvmModule.getOrInsertFunction("getenv",
-                                     llvm::FunctionType::get(ptr, {ptr}, false)),
+      llvmModule.getOrInsertFunction(
+          "getenv", llvm::FunctionType::get(ptr, {ptr}, false)),
       {b.CreateGlobalStringPtr("GRADC_NUM_THREADS", "gradc.threads.env")});
   b.CreateCondBr(b.CreateIsNull(text), done, parse);
   b.SetInsertPoint(parse);
@@ -929,18 +929,18 @@ llvm::Function *ModuleState::threadCount() {
           "strtol", llvm::FunctionType::get(i64, {ptr, ptr, i32}, false)),
       {text, end, b.getInt32(10)});
   llvm::Value *stop = b.CreateLoad(ptr, end);
-  llvm::Value *bad = b.CreateOr(
-      b.CreateICmpEQ(stop, text),
-      b.CreateOr(b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), stop),
-                                b.getInt8(0)),
-                 b.CreateICmpSLT(n, b.getInt64(1))));
+  llvm::Value *bad =
+      b.CreateOr(b.CreateICmpEQ(stop, text),
+                 b.CreateOr(b.CreateICmpNE(b.CreateLoad(b.getInt8Ty(), stop),
+                                           b.getInt8(0)),
+                            b.CreateICmpSLT(n, b.getInt64(1))));
   n = b.CreateSelect(bad, b.getInt64(1), n);
   n = b.CreateTrunc(
       b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, n, b.getInt64(256)), i32);
   if (options.blas) {
-    llvm::Function *set = weakFunction(
-        "openblas_set_num_threads",
-        llvm::FunctionType::get(b.getVoidTy(), {i32}, false));
+    llvm::Function *set =
+        weakFunction("openblas_set_num_threads",
+                     llvm::FunctionType::get(b.getVoidTy(), {i32}, false));
     llvm::BasicBlock *call = block("openblas"), *after = block("set");
     b.CreateCondBr(b.CreateIsNotNull(set), call, after);
     b.SetInsertPoint(call);
@@ -980,8 +980,7 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   // What the body uses from here.
   llvm::SetVector<const Buffer *> buffers;
   llvm::SetVector<llvm::StringRef> sizeNames;
-  llvm::DenseSet<const Buffer *> privates(s.privates.begin(),
-                                          s.privates.end());
+  llvm::DenseSet<const Buffer *> privates(s.privates.begin(), s.privates.end());
   auto note = [&](const Stmt &st) {
     if (st.buffer && !privates.contains(st.buffer))
       buffers.insert(st.buffer);
@@ -1024,9 +1023,8 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   llvm::Type *ptr = b.getPtrTy();
   std::string name = llfn->getName().str() + ".par" + std::to_string(s.var);
   llvm::Function *range = llvm::Function::Create(
-      llvm::FunctionType::get(b.getVoidTy(), {ptr, b.getInt64Ty(),
-                                              b.getInt64Ty()},
-                              false),
+      llvm::FunctionType::get(b.getVoidTy(),
+                              {ptr, b.getInt64Ty(), b.getInt64Ty()}, false),
       llvm::GlobalValue::InternalLinkage, name, ms.llvmModule);
   range->addFnAttr(llvm::Attribute::AlwaysInline);
   range->addFnAttr(llvm::Attribute::NoUnwind);
@@ -1047,8 +1045,7 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
     b.SetInsertPoint(bodyBlock);
     llvm::Value *ctxArg = range->getArg(0);
     auto field = [&](unsigned i) {
-      return b.CreateLoad(types[i],
-                          b.CreateStructGEP(contextType, ctxArg, i));
+      return b.CreateLoad(types[i], b.CreateStructGEP(contextType, ctxArg, i));
     };
     unsigned next = 1; // field 0 is the extent
     for (llvm::StringRef sizeName : sizeNames)
@@ -1109,12 +1106,12 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
         types[0], tb.CreateStructGEP(contextType, team->getArg(0), 0));
     llvm::Value *q = tb.CreateSDiv(n, threads);
     llvm::Value *r = tb.CreateSRem(n, threads);
-    llvm::Value *lo = tb.CreateAdd(
-        tb.CreateMul(t, q),
-        tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, t, r));
-    llvm::Value *hi = tb.CreateAdd(
-        tb.CreateAdd(lo, q), tb.CreateZExt(tb.CreateICmpSLT(t, r),
-                                           tb.getInt64Ty()));
+    llvm::Value *lo =
+        tb.CreateAdd(tb.CreateMul(t, q),
+                     tb.CreateBinaryIntrinsic(llvm::Intrinsic::smin, t, r));
+    llvm::Value *hi =
+        tb.CreateAdd(tb.CreateAdd(lo, q),
+                     tb.CreateZExt(tb.CreateICmpSLT(t, r), tb.getInt64Ty()));
     tb.CreateCall(range, {team->getArg(0), lo, hi});
     tb.CreateRetVoid();
   }
@@ -1124,12 +1121,11 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
       "GOMP_parallel",
       llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i32, i32}, false));
   llvm::Value *threads = b.CreateCall(ms.threadCount());
-  llvm::Value *useTeam =
-      b.CreateAnd(b.CreateICmpSGT(threads, b.getInt32(1)),
-                  b.CreateIsNotNull(gomp));
+  llvm::Value *useTeam = b.CreateAnd(b.CreateICmpSGT(threads, b.getInt32(1)),
+                                     b.CreateIsNotNull(gomp));
   if (s.work->kind != Expr::Kind::Const)
-    useTeam = b.CreateAnd(
-        useTeam, b.CreateICmpSGE(expr(*s.work), i64(parallelMinWork)));
+    useTeam = b.CreateAnd(useTeam,
+                          b.CreateICmpSGE(expr(*s.work), i64(parallelMinWork)));
   auto *onTeam = llvm::BasicBlock::Create(ctx, "par.team", llfn);
   auto *here = llvm::BasicBlock::Create(ctx, "par.serial", llfn);
   auto *after = llvm::BasicBlock::Create(ctx, "par.done", llfn);

@@ -178,9 +178,8 @@ std::string LoopAnalysis::layout(const Expr &index) const {
   Product cur;
   std::vector<std::string> parts;
   while (!terms.empty()) {
-    auto it = llvm::find_if(terms, [&](const Term &t) {
-      return t.stride == cur;
-    });
+    auto it =
+        llvm::find_if(terms, [&](const Term &t) { return t.stride == cur; });
     if (it == terms.end())
       return "";
     const Product &extent = *extents.find(it->var)->second;

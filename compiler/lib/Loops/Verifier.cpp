@@ -207,7 +207,8 @@ private:
         if (!s.work || !checkIndex(*s.work, "a parallel loop's work"))
           return;
         for (const Buffer *b : s.privates)
-          if (b->kind != Buffer::Kind::Local && b->kind != Buffer::Kind::Stack) {
+          if (b->kind != Buffer::Kind::Local &&
+              b->kind != Buffer::Kind::Stack) {
             bad("a parallel loop's private buffer is not a local or stack "
                 "buffer");
             return;

@@ -1,8 +1,8 @@
 //===- ClangJIT.h - Running the C++ backend's code in-process ---*- C++ -*-===//
 //
 // `gradc run --backend=cpp` and `gradc check --backend=cpp`: the module's
-// C++ (emit::emitCpp) is compiled in-process by Clang 19 used as a library, with
-// gradc/Runtime.h served from a copy embedded in gradc, and the resulting
+// C++ (emit::emitCpp) is compiled in-process by Clang 19 used as a library,
+// with gradc/Runtime.h served from a copy embedded in gradc, and the resulting
 // LLVM module is handed to the LLVM backend's ORC JIT (emit::JITModule),
 // which marshals arguments and calls functions exactly as for
 // `--backend=llvm`. No compiler, header or file outside gradc and LLVM's

@@ -510,16 +510,19 @@ llvm::Value *FunctionPrinter::constant(ScalarType t, double v) {
 }
 
 /// gradc/Math.h's maximum: `b` if it is NaN, else `a < b ? b : a` (so NaN
-/// in `a` stays too); a compare and two blends, which vectorise.
+/// in `a` stays too); two compares, an `or` and one blend, which
+/// vectorise. Not Math.h's two nested selects: LLVM 19's InstCombine
+/// miscompiles `select(uno b, b, select(a < b, b, a))` when b is a fabs
+/// (maximum(0, abs(-0.5)) became 0; test/Backends/llvm-instcombine-fabs.grad).
 llvm::Value *FunctionPrinter::maximum(llvm::Value *a, llvm::Value *c) {
-  llvm::Value *m = b.CreateSelect(b.CreateFCmpOLT(a, c), c, a);
-  return b.CreateSelect(b.CreateFCmpUNO(c, c), c, m);
+  llvm::Value *takeC = b.CreateOr(b.CreateFCmpOLT(a, c), b.CreateFCmpUNO(c, c));
+  return b.CreateSelect(takeC, c, a);
 }
 
 /// gradc/Math.h's minimum: `b` if it is NaN, else `b < a ? b : a`.
 llvm::Value *FunctionPrinter::minimum(llvm::Value *a, llvm::Value *c) {
-  llvm::Value *m = b.CreateSelect(b.CreateFCmpOLT(c, a), c, a);
-  return b.CreateSelect(b.CreateFCmpUNO(c, c), c, m);
+  llvm::Value *takeC = b.CreateOr(b.CreateFCmpOLT(c, a), b.CreateFCmpUNO(c, c));
+  return b.CreateSelect(takeC, c, a);
 }
 
 llvm::Value *FunctionPrinter::combine(Combiner c, ScalarType t,

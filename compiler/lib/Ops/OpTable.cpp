@@ -720,10 +720,17 @@ ScalarNodePtr expandSign(ScalarType t) {
                 select(prim(PrimOp::Lt, x0(t), c(t, 0)), c(t, -1), c(t, 0))));
 }
 
-// relu(x) = x > 0 ? x : +0; NaN stays NaN (not max(x, 0), which would
-// keep -0).
+// relu(x) = x <= 0 ? +0 : x: +0 for ±0, and a NaN fails the ordered
+// compare and stays itself (not max(x, 0), which would keep -0). One
+// compare, as gradc/Math.h's relu: the NaN test of `keepNaN` around
+// `x > 0 ? x : 0` is the same function, but LLVM 19's InstCombine
+// miscompiles it when x is a fabs (it folds the pair into `fcmp ugt` of
+// the fabs's operand, so relu(abs(-0.5)) became 0;
+// test/Backends/llvm-instcombine-fabs.grad).
 ScalarNodePtr expandRelu(ScalarType t) {
-  return keepNaN(t, select(prim(PrimOp::Gt, x0(t), c(t, 0)), x0(t), c(t, 0)));
+  if (!isFloatType(t))
+    return select(prim(PrimOp::Gt, x0(t), c(t, 0)), x0(t), c(t, 0));
+  return select(prim(PrimOp::Le, x0(t), c(t, 0)), c(t, 0), x0(t));
 }
 
 // sigmoid(x) = 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, so that

@@ -161,17 +161,20 @@ struct Checkpointed {
   }
 
   /// ceil(sqrt(T)), the default K and S: a constant for a known trip; at
-  /// run time floor(sqrt(T - 1)) + 1 for T >= 1 (the square root of an
-  /// integer below 2^52 is exact where it is one); T = 0 gives sqrt(-1),
-  /// NaN, which converts to 0 (docs/Loops.md), so 1.
+  /// run time floor(sqrt(max(T - 1, 0))) + 1 (the square root of an
+  /// integer below 2^52 is exact where it is one), which is 1 for T = 0
+  /// where ceil(sqrt(0)) is 0, a difference that no schedule sees: the
+  /// every-K one runs no segment, the binomial one keeps min(S, T) = 0
+  /// snapshots. (No square root of -1: its NaN would be converted.)
   ExprPtr root() const {
     if (trip.isKnown())
       return index(int64_t(std::ceil(std::sqrt(double(trip.getSize())))));
+    ExprPtr below = select(prim(PrimOp::Gt, T->clone(), index(0)),
+                           prim(PrimOp::Sub, T->clone(), index(1)), index(0));
     return prim(PrimOp::Add,
                 cast(ScalarType::Index,
                      intrinsic(Intrinsic::Sqrt,
-                               cast(ScalarType::F64,
-                                    prim(PrimOp::Sub, T->clone(), index(1))))),
+                               cast(ScalarType::F64, std::move(below)))),
                 index(1));
   }
 

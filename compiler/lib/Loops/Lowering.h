@@ -152,6 +152,15 @@ bool lowerMatMul(Lowering &l, const ir::Op &op);
 bool lowerLayout(Lowering &l, const ir::Op &op);
 bool lowerConstantOrCall(Lowering &l, const ir::Op &op);
 bool lowerControl(Lowering &l, const ir::Op &op);
+/// LowerCheckpoint.cpp: a `for` with `recompute`, a checkpointed reverse
+/// loop (the every-K and binomial schedules).
+bool lowerCheckpointedFor(Lowering &l, const ir::Op &op);
+
+/// LowerControl.cpp: passes each size name of `callee` to `call`, read off
+/// the operand that binds it (parameter firstParam + i of the callee is
+/// operand firstOperand + i of `op`).
+bool bindSizes(Lowering &l, const ir::Op &op, const ir::Function &callee,
+               unsigned firstParam, unsigned firstOperand, Stmt &call);
 
 /// Legalize.cpp: the scalar expansion of every elementwise op into
 /// primitives and intrinsics, with the one NaN policy of docs/IR.md.

@@ -9,7 +9,8 @@
 //     writes, that no call, kernel or view uses, and whose value V reads
 //     no local and not `%p`.
 //  2. Exactly one statement R (anywhere after it) reads `%p`, or several
-//     in one block (one definition before the first serves them), and
+//     in one block (one definition before the first serves them; only
+//     when `recomputable` holds), and
 //     every load of `%p` in R has one index J that matches I once the nest's
 //     loop variables are bound to sub-expressions of J (unification: the
 //     same flat, affine index in another loop nest, transposed or not).
@@ -409,7 +410,13 @@ private:
     std::vector<Group> groups;
     if (!groupReaders(found, readIndices, groups))
       return false;
-    if (groups.size() > 1 && !laneLoops(groups) &&
+    // Several readers in one block only for a producer that recomputing
+    // would also take: a local live across several statements of a row
+    // loop can stop GCC from vectorising it (K5's gradient: "latch
+    // block not empty", 3x slower).
+    bool shared = llvm::any_of(
+        groups, [](const Group &g) { return g.members.size() > 1; });
+    if ((shared || (groups.size() > 1 && !laneLoops(groups))) &&
         !recomputable(nest, *body, groups, found, readIndices, bindings))
       return false;
 

@@ -8,17 +8,22 @@
 //     one store `%p[I] = V` into a scratch buffer `%p` that nothing else
 //     writes, that no call, kernel or view uses, and whose value V reads
 //     no local and not `%p`.
-//  2. Exactly one statement R (anywhere after it) reads `%p`, and every
-//     load of `%p` in R has one index J that matches I once the nest's
+//  2. Exactly one statement R (anywhere after it) reads `%p`, or several
+//     in one block (one definition before the first serves them; only
+//     when `recomputable` holds), and
+//     every load of `%p` in R has one index J that matches I once the nest's
 //     loop variables are bound to sub-expressions of J (unification: the
 //     same flat, affine index in another loop nest, transposed or not).
-//     Reading `%p` in one statement only means nothing is computed twice.
-//     The one exception: the lane loops of one sum (Lowering's
+//     Reading `%p` in one block only means nothing is computed twice.
+//     One exception: the lane loops of one sum (Lowering's
 //     accumulateLanes: the whole chunks, then the rest) are several
 //     blocks that each end in an accumulation with `+` into the same
 //     stack buffer of lanes; they read disjoint elements, so a producer
 //     read once in each of them (by the accumulation or by a local
-//     fused there before) is still computed once per element.
+//     fused there before) is still computed once per element. The other:
+//     recompute versus store (`recomputable`), a producer cheap to compute
+//     again from the parameters, read in several passes, is computed in
+//     each.
 //  3. Before each R, a local `%p = V[loop variables := their bindings]` is
 //     inserted, R reads that local instead, and the producer nest and the
 //     buffer are deleted. Repeat until nothing changes, so chains fuse.
@@ -200,6 +205,11 @@ private:
   llvm::DenseSet<const Buffer *> otherwise;
   llvm::DenseSet<const Stmt *> dead;
   llvm::DenseSet<const Buffer *> deadBuffers;
+  /// The loop variables around each statement, outermost first (a
+  /// definition waiting to be inserted: those of its reader).
+  llvm::DenseMap<const Stmt *, llvm::SmallVector<unsigned, 4>> enclosing;
+  /// The definitions made in this sweep, not yet in their block.
+  llvm::DenseSet<const Stmt *> pendingDefs;
   std::vector<StmtPtr> erased;
   /// The definitions to insert before each statement (themselves perhaps
   /// with definitions to insert before them), and the blocks that have
@@ -258,11 +268,13 @@ private:
   }
 
   void indexBlock(Block &block, const Stmt *top,
-                  llvm::DenseMap<const Buffer *, unsigned> &writes) {
+                  llvm::DenseMap<const Buffer *, unsigned> &writes,
+                  llvm::SmallVectorImpl<unsigned> &loopVars) {
     for (StmtPtr &sp : block) {
       Stmt &s = *sp;
       const Stmt *t = top ? top : &s;
       places[&s] = {&block, t};
+      enclosing[&s].assign(loopVars.begin(), loopVars.end());
       noteReads(s);
       if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
         if (++writes[s.buffer] > 1)
@@ -271,7 +283,11 @@ private:
         otherwise.insert(b);
       for (const Buffer *b : s.outputs)
         otherwise.insert(b);
-      indexBlock(s.body, t, writes);
+      if (s.kind == Stmt::Kind::For)
+        loopVars.push_back(s.var);
+      indexBlock(s.body, t, writes, loopVars);
+      if (s.kind == Stmt::Kind::For)
+        loopVars.pop_back();
     }
   }
 
@@ -283,8 +299,11 @@ private:
     dead.clear();
     for (size_t i = 0; i < fn.body.size(); ++i)
       order[fn.body[i].get()] = i;
+    enclosing.clear();
+    pendingDefs.clear();
     llvm::DenseMap<const Buffer *, unsigned> writes;
-    indexBlock(fn.body, nullptr, writes);
+    llvm::SmallVector<unsigned, 4> loopVars;
+    indexBlock(fn.body, nullptr, writes, loopVars);
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
         otherwise.insert(b->base);
@@ -362,10 +381,11 @@ private:
       if (readsBuffer(*def->value, p))
         return false;
     llvm::SmallVector<const Stmt *, 2> found = liveReaders(p);
-    if (found.empty() || (found.size() > 1 && !laneLoops(found)))
+    if (found.empty())
       return false;
     // Every load of p in each reader at one index, matching the store's.
     std::vector<Binding> bindings;
+    std::vector<const Expr *> readIndices;
     for (const Stmt *r : found) {
       if (order.lookup(places.lookup(r).top) <= order.lookup(&nest))
         return false;
@@ -385,37 +405,87 @@ private:
           binding.size() != vars.size())
         return false;
       bindings.push_back(std::move(binding));
+      readIndices.push_back(readIndex);
     }
+    std::vector<Group> groups;
+    if (!groupReaders(found, readIndices, groups))
+      return false;
+    // Several readers in one block only for a producer that recomputing
+    // would also take: a local live across several statements of a row
+    // loop can stop GCC from vectorising it (K5's gradient: "latch
+    // block not empty", 3x slower).
+    bool shared = llvm::any_of(
+        groups, [](const Group &g) { return g.members.size() > 1; });
+    if ((shared || (groups.size() > 1 && !laneLoops(groups))) &&
+        !recomputable(nest, *body, groups, found, readIndices, bindings))
+      return false;
 
-    // Fuse. The substituted definitions are built first: the bindings
-    // point into the readers' loads, which are replaced next. The local
-    // takes the buffer's name, which the buffer gives up.
-    std::vector<std::vector<StmtPtr>> defs(found.size());
-    for (size_t r = 0; r < found.size(); ++r)
+    // Fuse: one definition per group, before its first reader. The
+    // substituted definitions are built first: the bindings point into
+    // the readers' loads, which are replaced next. The local takes the
+    // buffer's name, which the buffer gives up.
+    std::vector<std::vector<StmtPtr>> defs(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g)
       for (StmtPtr &old : *body) {
         auto def = std::make_unique<Stmt>(Stmt::Kind::Store);
         def->origin = old->origin;
         def->buffer = old->buffer;
         def->index = index(0);
-        def->value = substitute(*old->value, bindings[r]);
-        defs[r].push_back(std::move(def));
+        def->value = substitute(*old->value, bindings[groups[g].first]);
+        defs[g].push_back(std::move(def));
       }
     DType dtype = p->dtype;
     std::string name = p->name;
     fn.bufferNames.erase(name);
     deadBuffers.insert(p);
-    Buffer *local = fn.addBuffer(Buffer::Kind::Local, dtype, {}, name);
-    for (size_t r = 0; r < found.size(); ++r) {
-      Stmt &reader = const_cast<Stmt &>(*found[r]);
-      Place place = places.lookup(&reader);
-      defs[r].back()->buffer = local;
-      for (ExprPtr *slot : exprSlots(reader))
-        replaceLoads(*slot, p, local);
+    // One local per top-level statement that reads it, so that no local
+    // lives across two loops (each stays private to its loop: Parallel).
+    // The producer's own locals too: the first such statement keeps
+    // them, each other one gets copies.
+    llvm::SmallDenseMap<const void *, Buffer *, 4> locals;
+    llvm::SmallDenseMap<const void *, std::vector<Buffer *>, 4> innerLocals;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const void *top = passOf(groups[g]);
+      if (top == &groups[g])
+        top = places.lookup(found[groups[g].first]).top;
+      Buffer *&local = locals[top];
+      if (!local) {
+        local = fn.addBuffer(Buffer::Kind::Local, dtype, {}, name);
+        std::vector<Buffer *> &inner = innerLocals[top];
+        for (size_t d = 0; d + 1 < body->size(); ++d) {
+          Buffer *old = (*body)[d]->buffer;
+          inner.push_back(locals.size() == 1
+                              ? old
+                              : fn.addBuffer(Buffer::Kind::Local, old->dtype,
+                                             {}, old->name));
+        }
+      }
+      const std::vector<Buffer *> &inner = innerLocals[top];
+      for (size_t d = 0; d + 1 < body->size(); ++d) {
+        Buffer *old = (*body)[d]->buffer;
+        if (inner[d] == old)
+          continue;
+        for (StmtPtr &def : defs[g]) {
+          if (def->buffer == old)
+            def->buffer = inner[d];
+          replaceLoads(def->value, old, inner[d]);
+        }
+      }
+      for (size_t r : groups[g].members) {
+        Stmt &reader = const_cast<Stmt &>(*found[r]);
+        for (ExprPtr *slot : exprSlots(reader))
+          replaceLoads(*slot, p, local);
+      }
+      const Stmt *first = found[groups[g].first];
+      Place place = places.lookup(first);
+      defs[g].back()->buffer = local;
       // Inserted when the sweep ends (an insertion now would move the
       // rest of the block each time: quadratic in a long chain).
-      std::vector<StmtPtr> &pending = before[&reader];
-      for (StmtPtr &def : defs[r]) {
+      std::vector<StmtPtr> &pending = before[first];
+      for (StmtPtr &def : defs[g]) {
         places[def.get()] = place;
+        enclosing[def.get()] = enclosing.lookup(first);
+        pendingDefs.insert(def.get());
         noteReads(*def);
         pending.push_back(std::move(def));
       }
@@ -429,17 +499,167 @@ private:
     return true;
   }
 
+  /// The readers of a producer in one block: they read it at the same
+  /// index, and one definition before the first of them serves them all.
+  struct Group {
+    const Block *block;
+    size_t first;
+    llvm::SmallVector<size_t, 2> members;
+  };
+
+  /// Groups the readers by block. Several readers in one block must be
+  /// statements of it (not definitions still waiting to be inserted,
+  /// whose place is not known yet) and read at one index.
+  bool groupReaders(llvm::ArrayRef<const Stmt *> found,
+                    llvm::ArrayRef<const Expr *> readIndices,
+                    std::vector<Group> &groups) {
+    for (size_t r = 0; r < found.size(); ++r) {
+      const Block *block = places.lookup(found[r]).block;
+      auto it = llvm::find_if(groups,
+                              [&](const Group &g) { return g.block == block; });
+      if (it == groups.end()) {
+        groups.push_back({block, r, {r}});
+        continue;
+      }
+      if (pendingDefs.count(found[r]) || pendingDefs.count(found[it->first]) ||
+          !sameExpr(*readIndices[r], *readIndices[it->first]))
+        return false;
+      it->members.push_back(r);
+    }
+    for (Group &g : groups) {
+      if (g.members.size() == 1)
+        continue;
+      // The first member in the block's order.
+      auto position = [&](const Stmt *s) -> size_t {
+        if (g.block == &fn.body)
+          return order.lookup(s);
+        for (size_t i = 0; i < g.block->size(); ++i)
+          if ((*g.block)[i].get() == s)
+            return i;
+        return g.block->size();
+      };
+      for (size_t r : g.members)
+        if (position(found[r]) < position(found[g.first]))
+          g.first = r;
+    }
+    return true;
+  }
+
+  /// Recompute versus store (a producer read in several passes over its
+  /// elements, say by the value's sum and by the gradient's loop in a
+  /// value-and-gradient function): computing the element again in each
+  /// pass costs its arithmetic; storing it costs a write and a read of
+  /// each element per pass, and for a buffer larger than the caches
+  /// that memory traffic costs about what a few arithmetic operations
+  /// or one math function do. So the producer is computed in each pass
+  /// when
+  ///  - its value reads only parameters, constants and its own locals
+  ///    (recomputing it anywhere gives the same value, and computing it
+  ///    in k passes adds no reader to any other buffer, so nothing
+  ///    multiplies down a chain);
+  ///  - each reader reads it at an index that every loop around the
+  ///    reader moves (no element is computed more than once per pass,
+  ///    as in a broadcast would be), its innermost loop along the
+  ///    producer's innermost axis (not through a transpose);
+  ///  - its cost (8 per math function, 1 per other operation) times the
+  ///    extra passes is at most `recomputeBudget`.
+  /// The value is the same expression each time: bit for bit the stored
+  /// one.
+  bool recomputable(const Stmt &nest, const Block &body,
+                    llvm::ArrayRef<Group> groups,
+                    llvm::ArrayRef<const Stmt *> found,
+                    llvm::ArrayRef<const Expr *> readIndices,
+                    llvm::ArrayRef<Binding> bindings) {
+    unsigned cost = 0;
+    for (const StmtPtr &def : body)
+      if (!readsOnlyInputs(*def->value, cost))
+        return false;
+    const Stmt *innermost = &nest;
+    while (innermost->body.size() == 1 &&
+           innermost->body.front()->kind == Stmt::Kind::For)
+      innermost = innermost->body.front().get();
+    for (size_t r = 0; r < found.size(); ++r) {
+      std::set<unsigned> used;
+      collectLoopVars(*readIndices[r], used);
+      llvm::SmallVector<unsigned, 4> around = enclosing.lookup(found[r]);
+      for (unsigned v : around)
+        if (!used.count(v))
+          return false;
+      // Read in the order it is stored (the reader's innermost loop moves
+      // along the producer's innermost axis), not through a transpose:
+      // a transposed read of a stored buffer is what a matmul takes
+      // as it is (PrintCpp's gradc::Transposed).
+      if (!around.empty()) {
+        std::set<unsigned> inner;
+        collectLoopVars(*bindings[r].at(innermost->var), inner);
+        if (!inner.count(around.back()))
+          return false;
+      }
+    }
+    llvm::SmallVector<const void *, 4> passes;
+    for (const Group &g : groups)
+      if (!llvm::is_contained(passes, passOf(g)))
+        passes.push_back(passOf(g));
+    return cost * (passes.size() - 1) <= recomputeBudget;
+  }
+
+  /// The pass over the elements that a group is in: the lane loops of one
+  /// sum are one pass (the key is their stack buffer of lanes); any other
+  /// group is a pass of its own (the key is the group).
+  static const void *passOf(const Group &g) {
+    const Block &block = *g.block;
+    if (!block.empty() && block.back()->kind == Stmt::Kind::Accumulate &&
+        block.back()->combiner == Combiner::Add &&
+        block.back()->buffer->kind == Buffer::Kind::Stack)
+      return block.back()->buffer;
+    return &g;
+  }
+
+  static constexpr unsigned recomputeBudget = 16;
+
+  /// Whether `e` loads only parameters, constants and locals (the
+  /// producer's own: nestBody checked), adding its cost to `cost`.
+  static bool readsOnlyInputs(const Expr &e, unsigned &cost) {
+    switch (e.kind) {
+    case Expr::Kind::Load:
+      if (e.buffer->kind != Buffer::Kind::Param &&
+          e.buffer->kind != Buffer::Kind::Constant &&
+          e.buffer->kind != Buffer::Kind::Local)
+        return false;
+      break;
+    case Expr::Kind::Intrinsic:
+      cost += 8;
+      break;
+    case Expr::Kind::Prim:
+    case Expr::Kind::Select:
+    case Expr::Kind::Cast:
+      cost += 1;
+      break;
+    default:
+      break;
+    }
+    for (const ExprPtr &a : e.args)
+      if (!readsOnlyInputs(*a, cost))
+        return false;
+    return true;
+  }
+
+  static void collectLoopVars(const Expr &e, std::set<unsigned> &out) {
+    if (e.kind == Expr::Kind::LoopVar)
+      out.insert(e.var);
+    for (const ExprPtr &a : e.args)
+      collectLoopVars(*a, out);
+  }
+
   /// Whether the readers are in the lane loops of one sum: each in a
   /// block of its own that ends in an accumulation with `+` into the
   /// same stack buffer (the lanes). Those blocks read disjoint elements.
-  bool laneLoops(llvm::ArrayRef<const Stmt *> found) {
+  bool laneLoops(llvm::ArrayRef<Group> groups) {
     const Buffer *lanes = nullptr;
-    llvm::SmallVector<const Block *, 2> blocks;
-    for (const Stmt *r : found) {
-      const Block *block = places.lookup(r).block;
-      if (!block || block->empty() || llvm::is_contained(blocks, block))
+    for (const Group &g : groups) {
+      const Block *block = g.block;
+      if (!block || block->empty())
         return false;
-      blocks.push_back(block);
       const Stmt &last = *block->back();
       if (last.kind != Stmt::Kind::Accumulate ||
           last.combiner != Combiner::Add ||

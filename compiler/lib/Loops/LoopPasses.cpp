@@ -19,7 +19,8 @@ namespace {
 const LoopPass loopPasses[] = {
     {"fuse",
      "computes an elementwise producer read by one statement where it is "
-     "read, instead of storing it (Fuse.cpp)",
+     "read, instead of storing it, and one cheap to recompute in each pass "
+     "that reads it (Fuse.cpp)",
      fuseElementwise},
     {"merge",
      "merges adjacent loops over the same rows when each buffer both use "

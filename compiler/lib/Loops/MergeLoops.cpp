@@ -19,9 +19,21 @@
 //     writing) stops the merge, as do a call or kernel in either loop and
 //     checks in both (which error comes first would change). A view with
 //     offset 0 counts as its base.
+//     A nest that only copies a transpose for a matmul at top level
+//     (`for i { for j { t[i * C + j] = x[j * R + i] } }`, t a matmul
+//     operand) merges with nothing: left alone, the C++ printer has the
+//     matmul read x as gradc::Transposed and stores no t.
 //  2. A scratch buffer that one top-level loop alone touches, row by row,
 //     becomes one row (`%b[%i * S + r]` -> `%b[r]`, shape without its
 //     first dimension; a local when the row is one element).
+//
+// Linear time: each statement's accesses are collected once, into a
+// summary per loop (per root buffer: written? every access row by row?)
+// that a merge updates instead of recollecting the growing loop; step 2
+// finds every access of every buffer in one walk and rewrites only those.
+// (Both once recollected: the gradient of a 3,000-let chain spent 25 s
+// here; `gradc-opt --loop-work` counts the work,
+// test/Loops/merge-linear.test.)
 //
 // Only statements move and buffers shrink: no arithmetic changes, so the
 // result is bit for bit the unmerged one.
@@ -141,10 +153,9 @@ bool zeroOffsets(const Buffer *b) {
 
 /// Whether `index`, an access to `b` in a loop `for %var < extent`, is
 /// row by row: `%var * S + r` with S the row size of `b` and r free of
-/// %var; `rest` gets the terms of r.
+/// %var.
 bool isRowAccess(const Buffer *b, const Expr &idx, unsigned var,
-                 const Expr &extent,
-                 llvm::SmallVectorImpl<const Expr *> *rest = nullptr) {
+                 const Expr &extent) {
   if (b->shape.empty() || !zeroOffsets(b))
     return false;
   ExprPtr rows = extentOf(llvm::ArrayRef<Dim>(b->shape).take_front(1));
@@ -154,11 +165,8 @@ bool isRowAccess(const Buffer *b, const Expr &idx, unsigned var,
   addTerms(idx, terms);
   const Expr *row = nullptr, *stride = nullptr;
   for (const Expr *t : terms) {
-    if (!usesVar(*t, var)) {
-      if (rest)
-        rest->push_back(t);
+    if (!usesVar(*t, var))
       continue;
-    }
     if (row || !rowTerm(*t, var, stride))
       return false;
     row = t;
@@ -176,13 +184,6 @@ struct Access {
   const Expr *index;
   bool writes;
 };
-
-void collectLoads(const Expr &e, std::vector<Access> &out) {
-  if (e.kind == Expr::Kind::Load)
-    out.push_back({e.buffer, e.args[0].get(), false});
-  for (const ExprPtr &a : e.args)
-    collectLoads(*a, out);
-}
 
 /// Every access in `s` and the statements nested in it; whether it holds
 /// a check, a call or a kernel.
@@ -228,60 +229,82 @@ void renameVar(Stmt &s, unsigned from, unsigned to) {
     renameVar(*c, from, to);
 }
 
-/// Whether the top-level loops `a` and `b` (adjacent, `a` first) can be
-/// one loop.
-bool canMerge(const Stmt &a, const Stmt &b) {
-  if (a.kind != Stmt::Kind::For || b.kind != Stmt::Kind::For ||
-      !sameExpr(*a.extent, *b.extent))
-    return false;
-  std::vector<Access> inA, inB;
-  bool checksA = false, checksB = false, callsA = false, callsB = false;
-  collectAccesses(a, inA, checksA, callsA);
-  collectAccesses(b, inB, checksB, callsB);
-  if (callsA || callsB || (checksA && checksB))
-    return false;
-  // Per buffer touched by both: whether either writes it.
-  llvm::DenseMap<const Buffer *, bool> touchedA, written;
-  for (const Access &x : inA)
-    touchedA[rootOf(x.buffer)] |= x.writes;
-  llvm::DenseSet<const Buffer *> shared;
-  for (const Access &x : inB) {
-    auto it = touchedA.find(rootOf(x.buffer));
-    if (it == touchedA.end())
-      continue;
-    shared.insert(it->first);
-    written[it->first] |= it->second || x.writes;
-  }
-  auto rowByRow = [&](const std::vector<Access> &accesses, const Stmt &loop) {
-    for (const Access &x : accesses) {
-      const Buffer *root = rootOf(x.buffer);
-      if (!shared.count(root) || !written.lookup(root))
-        continue;
-      if (root->kind == Buffer::Kind::Local ||
-          root->kind == Buffer::Kind::Stack ||
-          !isRowAccess(x.buffer, *x.index, loop.var, *loop.extent))
-        return false;
-    }
-    return true;
+/// What a top-level loop does to the buffers it touches, kept per loop
+/// and updated as loops merge, so that each statement is looked at once:
+/// per root buffer whether the loop writes it and whether every access is
+/// row by row; whether it holds a check or a call; whether it is a layout
+/// copy that a matmul reads (step 1).
+struct Summary {
+  struct Use {
+    bool writes = false;
+    bool rows = true;
   };
-  return rowByRow(inA, a) && rowByRow(inB, b);
+  llvm::DenseMap<const Buffer *, Use> uses;
+  bool checks = false, calls = false, layoutCopy = false;
+
+  /// `other`'s loop, with its variable renamed to ours, is now part of
+  /// ours (the same extent: row by row means the same).
+  void absorb(const Summary &other) {
+    for (const auto &[root, u] : other.uses) {
+      Use &mine = uses[root];
+      mine.writes |= u.writes;
+      mine.rows &= u.rows;
+    }
+    checks |= other.checks;
+    calls |= other.calls;
+  }
+};
+
+/// `row * S + col` with `row` and `col` the loop variables given.
+bool isRowColIndex(const Expr &e, unsigned row, unsigned col) {
+  auto isVar = [](const Expr &x, unsigned v) {
+    return x.kind == Expr::Kind::LoopVar && x.var == v;
+  };
+  return e.kind == Expr::Kind::Prim && e.op == PrimOp::Add &&
+         isVar(*e.args[1], col) && e.args[0]->kind == Expr::Kind::Prim &&
+         e.args[0]->op == PrimOp::Mul && isVar(*e.args[0]->args[0], row);
+}
+
+/// Whether `loop` is the nest `for i { for j { t[i * C + j] = x[j * R + i]
+/// } }` and a matmul at top level reads `t`: kept alone, the C++ printer
+/// lets the matmul read x transposed (gradc::Transposed) instead of
+/// storing t (PrintCpp.cpp, findTransposedOperands).
+bool isTransposeForMatmul(const Stmt &loop,
+                          const llvm::DenseSet<const Buffer *> &matmulInputs) {
+  if (loop.kind != Stmt::Kind::For || loop.body.size() != 1)
+    return false;
+  const Stmt &inner = *loop.body[0];
+  if (inner.kind != Stmt::Kind::For || inner.body.size() != 1)
+    return false;
+  const Stmt &store = *inner.body[0];
+  return store.kind == Stmt::Kind::Store && matmulInputs.count(store.buffer) &&
+         store.value->kind == Expr::Kind::Load &&
+         isRowColIndex(*store.index, loop.var, inner.var) &&
+         isRowColIndex(*store.value->args[0], inner.var, loop.var);
 }
 
 class Merger {
 public:
-  explicit Merger(LoopFunction &fn) : fn(fn) {}
+  Merger(LoopFunction &fn, uint64_t &work) : fn(fn), work(work) {}
 
   void run() {
+    for (const StmtPtr &s : fn.body)
+      if (s->kind == Stmt::Kind::KernelCall)
+        matmulInputs.insert(s->inputs.begin(), s->inputs.end());
     Block merged;
+    Summary back;
     for (StmtPtr &s : fn.body) {
-      if (!merged.empty() && canMerge(*merged.back(), *s)) {
+      Summary next = summarize(*s);
+      if (!merged.empty() && canMerge(*merged.back(), back, *s, next)) {
         Stmt &into = *merged.back();
         renameVar(*s, s->var, into.var);
         for (StmtPtr &c : s->body)
           into.body.push_back(std::move(c));
+        back.absorb(next);
         continue;
       }
       merged.push_back(std::move(s));
+      back = std::move(next);
     }
     fn.body = std::move(merged);
     contract();
@@ -289,86 +312,203 @@ public:
 
 private:
   LoopFunction &fn;
+  /// Accesses looked at: linear in the size of the function (the test of
+  /// linearity reads it, test/Loops/merge-linear.test).
+  uint64_t &work;
+  /// The buffers that a matmul (a kernel call) at top level reads.
+  llvm::DenseSet<const Buffer *> matmulInputs;
+
+  /// The summary of the top-level statement `s`.
+  Summary summarize(const Stmt &s) {
+    Summary sum;
+    if (s.kind != Stmt::Kind::For)
+      return sum;
+    std::vector<Access> accesses;
+    collectAccesses(s, accesses, sum.checks, sum.calls);
+    work += accesses.size();
+    for (const Access &x : accesses) {
+      Summary::Use &u = sum.uses[rootOf(x.buffer)];
+      u.writes |= x.writes;
+      u.rows = u.rows && x.index &&
+               isRowAccess(x.buffer, *x.index, s.var, *s.extent);
+    }
+    sum.layoutCopy = isTransposeForMatmul(s, matmulInputs);
+    return sum;
+  }
+
+  /// Whether the top-level loops `a` and `b` (adjacent, `a` first) can be
+  /// one loop: every buffer both touch, one of them writing it, is not a
+  /// local or stack buffer and is touched row by row by both.
+  bool canMerge(const Stmt &a, const Summary &inA, const Stmt &b,
+                const Summary &inB) {
+    if (a.kind != Stmt::Kind::For || b.kind != Stmt::Kind::For ||
+        !sameExpr(*a.extent, *b.extent))
+      return false;
+    if (inA.calls || inB.calls || (inA.checks && inB.checks) ||
+        inA.layoutCopy || inB.layoutCopy)
+      return false;
+    for (const auto &[root, useB] : inB.uses) {
+      auto it = inA.uses.find(root);
+      if (it == inA.uses.end() || !(it->second.writes || useB.writes))
+        continue;
+      if (root->kind == Buffer::Kind::Local ||
+          root->kind == Buffer::Kind::Stack || !it->second.rows || !useB.rows)
+        return false;
+    }
+    return true;
+  }
+
+  /// Where an index of a buffer sits: `Load.args[0]` or a store's index.
+  struct Site {
+    ExprPtr *index;
+    bool writes;
+  };
+  /// Per buffer: the one top-level statement that touches it (null: more,
+  /// or a call or kernel uses it) and where.
+  struct Uses {
+    Stmt *owner = nullptr;
+    llvm::SmallVector<Site, 4> sites;
+  };
+
+  /// Every access in `s` and the statements nested in it, as `collect`
+  /// visits them; whether it holds a call or a kernel.
+  void collectSites(Stmt &s, Stmt &top, bool &calls) {
+    std::function<void(ExprPtr &)> inExpr = [&](ExprPtr &e) {
+      if (e->kind == Expr::Kind::Load)
+        addSite(e->buffer, top, {&e->args[0], false});
+      for (ExprPtr &a : e->args)
+        inExpr(a);
+    };
+    for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
+      if (*e)
+        inExpr(*e);
+    for (ExprPtr &e : s.operands)
+      inExpr(e);
+    for (auto &[name, e] : s.sizeArgs)
+      inExpr(e);
+    if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+      addSite(s.buffer, top, {&s.index, true});
+    if (s.kind == Stmt::Kind::Call || s.kind == Stmt::Kind::KernelCall) {
+      calls = true;
+      for (Buffer *b : s.outputs)
+        addSite(b, top, {nullptr, true});
+      for (Buffer *b : s.inputs)
+        addSite(b, top, {nullptr, false});
+    }
+    for (StmtPtr &c : s.body)
+      collectSites(*c, top, calls);
+  }
+
+  void addSite(const Buffer *b, Stmt &top, Site site) {
+    ++work;
+    auto [it, inserted] = uses.try_emplace(b);
+    Uses &u = it->second;
+    if (inserted)
+      u.owner = &top;
+    else if (u.owner != &top)
+      u.owner = nullptr;
+    if (!site.index)
+      u.owner = nullptr;
+    if (u.owner)
+      u.sites.push_back(site);
+  }
+
+  llvm::DenseMap<const Buffer *, Uses> uses;
+  /// The index slots of loads that a shrink took out of the function, and
+  /// the expressions it took out (kept, so no slot dangles).
+  llvm::DenseSet<const ExprPtr *> dead;
+  std::vector<ExprPtr> removed;
 
   /// Shrinks each scratch buffer that one top-level loop alone touches,
-  /// row by row, to one row.
+  /// row by row, to one row; one walk of the function finds every access.
   void contract() {
-    // The one top-level statement that touches each buffer (null: more).
-    llvm::DenseMap<const Buffer *, Stmt *> owner;
     llvm::DenseSet<const Buffer *> viewed;
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
         viewed.insert(b->base);
+    llvm::DenseSet<const Stmt *> withCalls;
     for (StmtPtr &top : fn.body) {
-      std::vector<Access> accesses;
-      bool checks = false, calls = false;
-      collectAccesses(*top, accesses, checks, calls);
-      for (const Access &x : accesses) {
-        auto [it, inserted] = owner.try_emplace(x.buffer, top.get());
-        if ((!inserted && it->second != top.get()) || !x.index)
-          it->second = nullptr;
-      }
+      bool calls = false;
+      collectSites(*top, *top, calls);
+      if (calls)
+        withCalls.insert(top.get());
     }
     for (const auto &b : fn.buffers) {
       Buffer *buffer = b.get();
-      auto it = owner.find(buffer);
+      auto it = uses.find(buffer);
       if (buffer->kind != Buffer::Kind::Scratch || viewed.count(buffer) ||
-          it == owner.end() || !it->second ||
-          it->second->kind != Stmt::Kind::For)
+          it == uses.end() || !it->second.owner ||
+          it->second.owner->kind != Stmt::Kind::For)
         continue;
-      Stmt &loop = *it->second;
-      std::vector<Access> accesses;
-      bool checks = false, calls = false;
-      collectAccesses(loop, accesses, checks, calls);
+      Stmt &loop = *it->second.owner;
       // A buffer that is never read is left alone (a printer would warn
       // about a local that is only set).
-      bool rows = !calls, read = false;
-      for (const Access &x : accesses)
-        if (x.buffer == buffer) {
-          read = read || !x.writes;
-          rows = rows && x.index &&
-                 isRowAccess(buffer, *x.index, loop.var, *loop.extent);
-        }
-      rows = rows && read;
-      if (rows)
-        shrink(buffer, loop);
+      bool rows = !withCalls.count(&loop), read = false;
+      for (const Site &x : it->second.sites) {
+        if (dead.count(x.index))
+          continue;
+        read = read || !x.writes;
+        rows = rows && isRowAccess(buffer, **x.index, loop.var, *loop.extent);
+      }
+      if (rows && read)
+        shrink(buffer, loop, it->second.sites);
     }
   }
 
-  /// `%b[%i * S + r]` -> `%b[r]` in `loop`, and %b one row.
-  void shrink(Buffer *b, Stmt &loop) {
+  /// Takes `e` out of the function: the loads in it are gone.
+  void remove(ExprPtr e) {
+    std::function<void(Expr &)> mark = [&](Expr &x) {
+      if (x.kind == Expr::Kind::Load)
+        dead.insert(&x.args[0]);
+      for (ExprPtr &a : x.args)
+        mark(*a);
+    };
+    mark(*e);
+    removed.push_back(std::move(e));
+  }
+
+  /// The terms of a sum of `index` expressions, left to right, taken out
+  /// of it (the additions themselves are removed).
+  void takeTerms(ExprPtr e, llvm::SmallVectorImpl<ExprPtr> &out) {
+    if (e->kind == Expr::Kind::Prim && e->op == PrimOp::Add &&
+        e->type == ScalarType::Index) {
+      takeTerms(std::move(e->args[0]), out);
+      takeTerms(std::move(e->args[1]), out);
+      removed.push_back(std::move(e));
+      return;
+    }
+    out.push_back(std::move(e));
+  }
+
+  /// `%b[%i * S + r]` -> `%b[r]` at each of `sites` in `loop`, and %b one
+  /// row. The terms of r move (not copied), so that the sites of other
+  /// buffers inside them stay where they are.
+  void shrink(Buffer *b, Stmt &loop, llvm::ArrayRef<Site> sites) {
     bool scalar = true;
     for (const Dim &d : llvm::ArrayRef<Dim>(b->shape).drop_front(1))
       scalar = scalar && d.isKnown() && d.getSize() == 1;
-    auto reindex = [&](ExprPtr &index) {
+    for (const Site &x : sites) {
+      if (dead.count(x.index))
+        continue;
+      ++work;
+      ExprPtr &index = *x.index;
       if (scalar) {
+        remove(std::move(index));
         index = loops::index(0);
-        return;
+        continue;
       }
-      llvm::SmallVector<const Expr *, 4> rest;
-      isRowAccess(b, *index, loop.var, *loop.extent, &rest);
+      llvm::SmallVector<ExprPtr, 4> terms;
+      takeTerms(std::move(index), terms);
       ExprPtr r;
-      for (const Expr *t : rest)
-        r = r ? prim(PrimOp::Add, std::move(r), t->clone()) : t->clone();
+      for (ExprPtr &t : terms) {
+        if (usesVar(*t, loop.var)) {
+          remove(std::move(t));
+          continue;
+        }
+        r = r ? prim(PrimOp::Add, std::move(r), std::move(t)) : std::move(t);
+      }
       index = r ? std::move(r) : loops::index(0);
-    };
-    std::function<void(ExprPtr &)> inExpr = [&](ExprPtr &e) {
-      for (ExprPtr &a : e->args)
-        inExpr(a);
-      if (e->kind == Expr::Kind::Load && e->buffer == b)
-        reindex(e->args[0]);
-    };
-    std::function<void(Stmt &)> inStmt = [&](Stmt &s) {
-      for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
-        if (*e)
-          inExpr(*e);
-      if ((s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) &&
-          s.buffer == b)
-        reindex(s.index);
-      for (StmtPtr &c : s.body)
-        inStmt(*c);
-    };
-    inStmt(loop);
+    }
     b->shape.erase(b->shape.begin());
     if (scalar) {
       b->kind = Buffer::Kind::Local;
@@ -379,8 +519,13 @@ private:
 
 } // namespace
 
+static uint64_t lastWork = 0;
+
+uint64_t loops::mergeLoopsWork() { return lastWork; }
+
 bool loops::mergeLoops(LoopModule &module, std::string &) {
+  lastWork = 0;
   for (auto &fn : module.functions)
-    Merger(*fn).run();
+    Merger(*fn, lastWork).run();
   return true;
 }

@@ -2,6 +2,7 @@
 //
 //   gradc-opt FILE.ir [--passes=a,b] [--verify-each=false] [--print-locs]
 //                     [--emit=ir|loops] [--loop-passes=fuse,plan]
+//                     [--loop-work]
 //                     [--call 'f([1, 2])'] [-verify] [-o OUT]
 //
 // In the spirit of LLVM's `opt`: reads a module in the textual form of
@@ -72,6 +73,12 @@ cl::opt<std::string> loopPasses(
              "plan, parallel)"),
     cl::value_desc("a,b"), cl::init(""), cl::cat(optCategory));
 
+cl::opt<bool> loopWork(
+    "loop-work",
+    cl::desc("With --emit=loops: print to stderr the accesses the merge "
+             "pass looked at (a deterministic measure of its time)"),
+    cl::cat(optCategory));
+
 cl::opt<bool> verify("verify",
                      cl::desc("Check diagnostics against expected-* comments"),
                      cl::cat(optCategory));
@@ -124,6 +131,9 @@ std::unique_ptr<loops::LoopModule> lowerToLoops(const ir::Module &module,
   if (!lowered || !loops::verifyLoops(*lowered, error) ||
       !loops::runLoopPasses(*lowered, loopPasses, error, verifyEach))
     return nullptr;
+  if (loopWork)
+    llvm::errs() << "merge: " << loops::mergeLoopsWork()
+                 << " accesses looked at\n";
   return lowered;
 }
 

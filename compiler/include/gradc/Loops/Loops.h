@@ -60,6 +60,9 @@ bool fuseElementwise(LoopModule &module, std::string &error);
 /// `merge`: adjacent loops over the same rows become one, and a scratch
 /// buffer used one row at a time shrinks to a row (MergeLoops.cpp).
 bool mergeLoops(LoopModule &module, std::string &error);
+/// The accesses the last mergeLoops looked at: linear in the size of the
+/// module (`gradc-opt --loop-work`; test/Loops/merge-linear.test).
+uint64_t mergeLoopsWork();
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 

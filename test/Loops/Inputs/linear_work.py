@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Checks that a pass's work grows linearly with the size of its input.
+
+Usage: linear_work.py N1 FILE1 N2 FILE2
+
+FILE1 and FILE2 hold the stderr of `gradc-opt --loop-work` on programs of
+N1 and N2 steps (N1 < N2); each has a line `merge: W accesses looked at`.
+Linear work grows N2/N1 times; quadratic work N2/N1 times more. The test
+fails when W2/W1 exceeds 1.5 * N2/N1 (halfway, in the exponent, to
+quadratic for N2/N1 = 4). Prints "linear" (the counts go to stderr, so
+that the output does not change with the lowering).
+"""
+import re
+import sys
+
+
+def work(path):
+    with open(path) as f:
+        m = re.search(r"merge: (\d+) accesses looked at", f.read())
+    if not m:
+        sys.exit("%s: no 'merge: N accesses looked at' line" % path)
+    return int(m.group(1))
+
+
+def main():
+    n1, w1 = int(sys.argv[1]), work(sys.argv[2])
+    n2, w2 = int(sys.argv[3]), work(sys.argv[4])
+    grows, steps = w2 / w1, n2 / n1
+    sys.stderr.write("work %d -> %d (%.2fx) for %d -> %d steps (%.2fx)\n" %
+                     (w1, w2, grows, n1, n2, steps))
+    if grows > 1.5 * steps:
+        print("superlinear: work grows %.2fx for %.2fx the steps" %
+              (grows, steps))
+        return 1
+    print("linear")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

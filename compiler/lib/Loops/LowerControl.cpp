@@ -24,7 +24,9 @@
 //   take         y[p, i, q] = table[p, idx[i], q]: first a check of every
 //                index (GRADC_ERROR_INDEX), then the gather, so that no
 //                element is read out of bounds and nothing is written
-//                before an error
+//                before an error; a row `xs[t]` (a scalar index known at
+//                entry, only size-1 axes before it) is instead a view of
+//                the table at t * (row size), after the same check
 //   scatter_add  z = 0; the same check; z[p, idx[i], q] += src[p, i, q], in
 //                increasing i (the interpreter's order of rounding)
 //   if           for %i < index(c) { call @then(...) -> (r...) }
@@ -219,6 +221,70 @@ Shape around(llvm::ArrayRef<Dim> table, int64_t axis,
   return s;
 }
 
+/// The value of a scalar index known before the function's first
+/// statement: a constant (`w[0]`), or a parameter (a loop body's index
+/// `t` in `xs[t]`, a read-only input); null otherwise.
+ExprPtr indexAtEntry(Lowering &l, const ir::Value *idx) {
+  if (!idx->getType().shape.empty())
+    return nullptr;
+  if (const ir::Op *def = idx->getDefiningOp();
+      def && def->getKind() == OpKind::Constant) {
+    const AttrValue *attr = def->getAttrs().find("value");
+    const auto *values =
+        attr ? std::get_if<std::vector<double>>(attr) : nullptr;
+    if (!values || values->size() != 1)
+      return nullptr;
+    return index(int64_t(values->front()));
+  }
+  Buffer *b = l.bufferOf(idx);
+  if (!b || b->kind != Buffer::Kind::Param)
+    return nullptr;
+  return cast(ScalarType::Index, load(b, index(0)));
+}
+
+/// take(table, i, axis = a) with a scalar index known at entry, where the
+/// axes before `a` all have size 1 (so `xs[t]` and `w[0]`): the selected
+/// row is contiguous in the table, and the result is a view of it, the
+/// alias table + i * (the row's size), after the check of `i`, instead of
+/// a copy. A loop body that reads its step's row of a sequence, or a row
+/// of its weights, reads it in place (as a slice does).
+bool lowerTakeRow(Lowering &l, const ir::Op &op, int64_t axis) {
+  const ir::Value *table = op.getOperand(0), *idx = op.getOperand(1);
+  const Shape &tableShape = table->getType().shape;
+  bool contiguous = llvm::all_of(
+      llvm::ArrayRef<Dim>(tableShape).take_front(axis),
+      [](const Dim &d) { return d.isKnown() && d.getSize() == 1; });
+  if (!contiguous || !l.mayAlias(op))
+    return false;
+  ExprPtr i = indexAtEntry(l, idx);
+  Buffer *in = l.bufferOf(table);
+  if (!i || !in)
+    return false;
+  const Dim &size = tableShape[axis];
+  std::string bound =
+      size.isKnown() ? std::to_string(size.getSize()) : size.getName().str();
+  bool inRange = i->kind == Expr::Kind::Const && size.isKnown() &&
+                 i->value >= 0 && i->value < double(size.getSize());
+  if (!inRange)
+    l.check(l.top(),
+            prim(PrimOp::And, prim(PrimOp::Ge, i->clone(), index(0)),
+                 prim(PrimOp::Lt, i->clone(), extentOf(size))),
+            CheckStatus::Index,
+            "'" + op.getName().str() + "': an index is out of range [0, " +
+                bound + ") for axis " + std::to_string(axis) +
+                " (GRADC_ERROR_INDEX)");
+  const TensorType &type = op.getResult()->getType();
+  Buffer *view = l.fn.addBuffer(
+      Buffer::Kind::Alias, type.dtype, type.shape,
+      l.origin.result.size() > 1 ? l.origin.result.substr(1) : "row");
+  view->base = in;
+  view->offset =
+      prim(PrimOp::Mul, std::move(i),
+           extentOf(llvm::ArrayRef<Dim>(tableShape).drop_front(axis + 1)));
+  l.bind(op.getResult(), view);
+  return true;
+}
+
 bool lowerTake(Lowering &l, const ir::Op &op) {
   const ir::Value *table = op.getOperand(0), *idx = op.getOperand(1);
   const Shape &tableShape = table->getType().shape;
@@ -226,6 +292,8 @@ bool lowerTake(Lowering &l, const ir::Op &op) {
   int64_t axis = op.getAttrs().getInt("axis");
   if (axis < 0 || axis >= int64_t(tableShape.size()))
     return l.fail("'take' has axis " + std::to_string(axis) + " out of range");
+  if (lowerTakeRow(l, op, axis))
+    return true;
   Buffer *in = l.bufferOf(table), *at = l.bufferOf(idx);
   checkIndices(l, op, at, idxShape, tableShape[axis], axis);
   Shape shape = around(tableShape, axis, idxShape);

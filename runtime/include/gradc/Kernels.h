@@ -320,6 +320,57 @@ void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
   }
 }
 
+/// c[m, n] += op(a)[m, k] op(b)[k, n] for fewer than 16 columns (the
+/// logits of a classifier, a weight's gradient of a layer with two
+/// outputs), where the blocks of 16 columns below would leave every
+/// element to panelRows' scalar loop. Here the rows are the vector lanes:
+/// 16 rows of a at a time are copied transposed (kBlock at a time) into
+/// `pa`, and acc[q][r] += pa[p][r] * b[p, q] vectorises over r. Each
+/// element still starts from its value in c and adds its terms one by one
+/// in increasing p, in Acc, as panelRows does: the same bits.
+template <typename T>
+void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
+                  const T *GRADC_RESTRICT b, Transpose tb,
+                  T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
+  using Acc = typename Accumulator<T>::type;
+  constexpr int64_t kBlock = 64, rows = 16, maxCols = 16;
+  Acc pa[kBlock * rows];
+  int64_t i = 0;
+  for (; i + rows <= m; i += rows) {
+    Acc acc[maxCols][rows];
+    for (int64_t q = 0; q < n; ++q)
+      for (int64_t r = 0; r < rows; ++r)
+        acc[q][r] = static_cast<Acc>(c[(i + r) * n + q]);
+    for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
+      int64_t kb = std::min(kBlock, k - p0);
+      for (int64_t p = 0; p < kb; ++p)
+        for (int64_t r = 0; r < rows; ++r)
+          pa[p * rows + r] = static_cast<Acc>(
+              ta ? a[(p0 + p) * m + i + r] : a[(i + r) * k + p0 + p]);
+      for (int64_t p = 0; p < kb; ++p) {
+        const Acc *GRADC_RESTRICT ap = pa + p * rows;
+        for (int64_t q = 0; q < n; ++q) {
+          Acc bq = static_cast<Acc>(tb ? b[q * k + p0 + p]
+                                       : b[(p0 + p) * n + q]);
+          for (int64_t r = 0; r < rows; ++r)
+            acc[q][r] += ap[r] * bq;
+        }
+      }
+    }
+    for (int64_t q = 0; q < n; ++q)
+      for (int64_t r = 0; r < rows; ++r)
+        c[(i + r) * n + q] = static_cast<T>(acc[q][r]);
+  }
+  for (; i < m; ++i)
+    for (int64_t q = 0; q < n; ++q) {
+      Acc sum = static_cast<Acc>(c[i * n + q]);
+      for (int64_t p = 0; p < k; ++p)
+        sum += static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]) *
+               static_cast<Acc>(tb ? b[q * k + p] : b[p * n + q]);
+      c[i * n + q] = static_cast<T>(sum);
+    }
+}
+
 /// The portable kernel, c[m, n] += op(a)[m, k] op(b)[k, n]. b is copied a
 /// panel (kBlock x nBlock) at a time into row-major order (transposing it
 /// if asked), which keeps it in cache; then blocks of 4 rows x 16 columns
@@ -331,6 +382,10 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
                     T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
   using Acc = typename Accumulator<T>::type;
   constexpr int64_t kBlock = 64, nBlock = 128, rows = 4, cols = 16;
+  if (n < cols) {
+    matmulNarrow(a, ta, b, tb, c, m, n, k);
+    return;
+  }
   Acc panel[kBlock * nBlock];
   for (int64_t j0 = 0; j0 < n; j0 += nBlock) {
     int64_t nb = std::min(nBlock, n - j0);

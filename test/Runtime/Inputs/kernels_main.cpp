@@ -1,6 +1,6 @@
 // Checks the runtime's kernels against naive references: matmul for every
 // transpose combination and sizes that hit the register-blocked path, its
-// edges and several cache panels (f32, f64, wrapping i32), and the f32
+// edges, the narrow path (n < 16) and several cache panels (f32, f64, wrapping i32), and the f32
 // math functions against libm in double at sampled points and at special
 // values. Prints one line per family; used by cpp-kernels.test.
 #include "gradc/Runtime.h"
@@ -59,7 +59,10 @@ template <typename T> bool checkAllSizes() {
   const int64_t sizes[][3] = {{0, 3, 2},  {3, 0, 2},   {2, 3, 0},
                               {1, 1, 1},  {4, 16, 1},  {5, 17, 3},
                               {8, 32, 64}, {9, 130, 70}, {33, 1, 65},
-                              {1, 40, 129}, {70, 20, 5}};
+                              {1, 40, 129}, {70, 20, 5},
+                              // fewer than 16 columns (matmulNarrow): blocks
+                              // of 16 rows, leftover rows, several k panels
+                              {200, 2, 64}, {64, 2, 200}, {35, 15, 130}};
   bool ok = true;
   for (const auto &s : sizes)
     ok &= checkMatmul<T>(s[0], s[1], s[2]);

@@ -37,5 +37,18 @@ int main() {
   std::printf("gather_grad %d %g %g %g %g\n",
               m_gather_grad(2, 2, table.get(), idx.get(), d.get()), d[0],
               d[1], d[2], d[3]);
+
+  // rows: x[t] for t in 0..M over an N x 2 table, N = 2 < M = 3 (x[t] is a
+  // view of the row: its check must come before any read), then N = 3.
+  auto m = std::make_unique<float[]>(3);
+  for (int i = 0; i < 3; ++i)
+    m[i] = float(i + 1);
+  auto x2 = std::make_unique<float[]>(4), x3 = std::make_unique<float[]>(6);
+  for (int i = 0; i < 6; ++i)
+    x3[i] = float(i + 1);
+  for (int i = 0; i < 4; ++i)
+    x2[i] = x3[i];
+  std::printf("rows %d\n", m_rows(2, 3, x2.get(), m.get(), &s));
+  std::printf("rows %d %g\n", m_rows(3, 3, x3.get(), m.get(), &s), s);
   return 0;
 }

@@ -286,8 +286,11 @@ void Dumper::dumpExpr(const Expr &expr) {
   }
   case Expr::Kind::For: {
     const auto &f = llvm::cast<ForExpr>(expr);
-    line() << "ForExpr '" << f.index.name << "' in " << f.start << ".."
-           << f.end.str();
+    if (f.isWhile)
+      line() << "WhileExpr max " << f.end.str();
+    else
+      line() << "ForExpr '" << f.index.name << "' in " << f.start << ".."
+             << f.end.str();
     endExprLine(expr);
     Nest nest(*this);
     for (const LoopCarry &c : f.carries) {
@@ -306,7 +309,7 @@ void Dumper::dumpExpr(const Expr &expr) {
   }
   case Expr::Kind::If: {
     const auto &i = llvm::cast<IfExpr>(expr);
-    line() << "IfExpr";
+    line() << (i.whileBody ? "IfExpr (the body of 'while')" : "IfExpr");
     endExprLine(expr);
     Nest nest(*this);
     if (i.cond)

@@ -193,6 +193,20 @@ public:
 
   bool callFunction(const Function &fn, llvm::ArrayRef<Tensor> args,
                     std::vector<Tensor> &results, unsigned depth) {
+    std::vector<const Tensor *> pointers;
+    for (const Tensor &t : args)
+      pointers.push_back(&t);
+    return callFunction(fn, pointers, results, depth);
+  }
+
+  /// Runs `fn` on `args`, which outlive the call. A callee (depth > 0)
+  /// reads its caller's tensors in place, as generated code passes
+  /// pointers: a loop's body does not copy the tensors it captures at each
+  /// step (which made a loop over `xs[t]` cost `trip` times the size of
+  /// `xs`). The outermost call copies its arguments, rounded to their
+  /// element types.
+  bool callFunction(const Function &fn, llvm::ArrayRef<const Tensor *> args,
+                    std::vector<Tensor> &results, unsigned depth) {
     if (depth > maxInterpreterCallDepth)
       return fail("calls are nested more than " +
                   std::to_string(maxInterpreterCallDepth) + " deep (is '" +
@@ -214,12 +228,23 @@ public:
         release(frame, v);
     }
     results.clear();
-    for (const Value *v : fn.getReturns()) {
+    llvm::ArrayRef<Value *> returns = fn.getReturns();
+    for (size_t i = 0; i < returns.size(); ++i) {
+      const Value *v = returns[i];
       const Tensor *t = frame.lookup(v);
       if (!t)
         return fail("in function '" + fn.getName().str() +
                     "': a returned value is not defined");
-      results.push_back(*t);
+      // The frame's own tensor moves out unless it is returned again; a
+      // borrowed argument is copied.
+      auto it = frame.values.find(v);
+      if (it != frame.values.end() &&
+          !llvm::is_contained(returns.drop_front(i + 1), v)) {
+        results.push_back(std::move(it->second));
+      } else {
+        stats.copiedBytes += bytesOf(*t);
+        results.push_back(*t);
+      }
     }
     account(-frame.bytes);
     return true;
@@ -274,6 +299,8 @@ private:
     const Function &fn;
     ValueNamer names;
     llvm::DenseMap<const Value *, Tensor> values;
+    /// Parameters that read the caller's tensors in place.
+    llvm::DenseMap<const Value *, const Tensor *> borrowed;
     std::map<std::string, int64_t> sizes;
     /// The bytes of `values`, for InterpreterStats.
     int64_t bytes = 0;
@@ -282,7 +309,10 @@ private:
 
     const Tensor *lookup(const Value *v) const {
       auto it = values.find(v);
-      return it == values.end() ? nullptr : &it->second;
+      if (it != values.end())
+        return &it->second;
+      auto b = borrowed.find(v);
+      return b == borrowed.end() ? nullptr : b->second;
     }
   };
 
@@ -307,6 +337,7 @@ private:
 
   /// Frees the value of `v` in `frame` after its last use.
   void release(Frame &frame, const Value *v) {
+    frame.borrowed.erase(v);
     auto it = frame.values.find(v);
     if (it == frame.values.end())
       return;
@@ -327,7 +358,7 @@ private:
     return "#" + std::to_string(p->getResultIndex());
   }
 
-  bool bindArguments(Frame &frame, llvm::ArrayRef<Tensor> args) {
+  bool bindArguments(Frame &frame, llvm::ArrayRef<const Tensor *> args) {
     const Function &fn = frame.fn;
     std::string fnName = fn.getName().str();
     if (args.size() != fn.getParams().size())
@@ -338,7 +369,7 @@ private:
     for (size_t i = 0; i < args.size(); ++i) {
       const Value *param = fn.getParam(i);
       const TensorType &type = param->getType();
-      const Tensor &arg = args[i];
+      const Tensor &arg = *args[i];
       std::string name = paramName(param);
       std::string where = "argument '" + name + "' of '" + fnName + "'";
       if (arg.dtype != type.dtype)
@@ -375,6 +406,12 @@ private:
                       " in argument '" + name + "'");
         }
       }
+      // A caller's tensors were made by ops, so they are rounded already.
+      if (!frame.countsParams) {
+        frame.borrowed[param] = &arg;
+        continue;
+      }
+      stats.copiedBytes += bytesOf(arg);
       Tensor t = arg;
       for (double &v : t.data)
         v = roundToDType(t.dtype, v);
@@ -1284,24 +1321,32 @@ private:
     size_t k = attrs.getInt("carries");
     bool reverse = attrs.has("reverse") && attrs.getBool("reverse");
     size_t numOutputs = c.op.getNumResults() - k;
-    std::vector<Tensor> args(1 + c.operands.size());
-    args[0].dtype = DType::I32;
-    args[0].data = {0};
-    for (size_t i = 0; i < c.operands.size(); ++i)
-      args[i + 1] = *c.operands[i];
+    // The body reads the index, the carries and the other operands in
+    // place; only the carries are the loop's own.
+    Tensor index;
+    index.dtype = DType::I32;
+    index.data = {0};
+    std::vector<Tensor> carries(k);
+    std::vector<const Tensor *> args(1 + c.operands.size());
+    args[0] = &index;
+    for (size_t i = 0; i < c.operands.size(); ++i) {
+      if (i < k) {
+        carries[i] = *c.operands[i];
+        stats.copiedBytes += bytesOf(carries[i]);
+      }
+      args[i + 1] = i < k ? &carries[i] : c.operands[i];
+    }
     out.assign(c.op.getNumResults(), Tensor());
-    for (size_t i = 0; i < k; ++i)
-      out[i] = args[i + 1];
     std::vector<Tensor> step;
     // The stacked results being built count until runOp holds them.
     int64_t stackedBytes = 0;
     for (int64_t i = 0; i < trip; ++i) {
       int64_t pos = reverse ? trip - 1 - i : i;
-      args[0].data[0] = double(start + pos);
+      index.data[0] = double(start + pos);
       if (!callFunction(*body, args, step, depth + 1))
         return false;
       for (size_t j = 0; j < k; ++j)
-        args[j + 1] = std::move(step[j]);
+        carries[j] = std::move(step[j]);
       for (size_t o = 0; o < numOutputs; ++o) {
         const Tensor &y = step[k + o];
         Tensor &stacked = out[k + o];
@@ -1318,7 +1363,7 @@ private:
       }
     }
     for (size_t j = 0; j < k; ++j)
-      out[j] = std::move(args[j + 1]);
+      out[j] = std::move(carries[j]);
     account(-stackedBytes);
     // A loop that never runs stacks nothing: the outputs' declared types
     // give their shapes.
@@ -1347,10 +1392,8 @@ private:
     const Function *branch = module.lookup(name);
     if (!branch)
       return opFail(c, "runs unknown branch function '" + name + "'");
-    std::vector<Tensor> args;
-    for (size_t i = 1; i < c.operands.size(); ++i)
-      args.push_back(*c.operands[i]);
-    return callFunction(*branch, args, out, depth + 1);
+    llvm::ArrayRef<const Tensor *> args(c.operands);
+    return callFunction(*branch, args.drop_front(), out, depth + 1);
   }
 
   /// The state of one checkpointed reverse loop (evalCheckpointedFor).
@@ -1656,10 +1699,8 @@ private:
     const Function *callee = name ? module.lookup(*name) : nullptr;
     if (!callee)
       return opFail(c, "calls unknown function '" + (name ? *name : "") + "'");
-    std::vector<Tensor> args;
-    for (const Tensor *t : c.operands)
-      args.push_back(*t);
-    return callFunction(*callee, args, out, depth + 1);
+    return callFunction(*callee, llvm::ArrayRef<const Tensor *>(c.operands),
+                        out, depth + 1);
   }
 
   // An extern function runs the user's compiled code through its

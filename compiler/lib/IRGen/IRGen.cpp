@@ -479,8 +479,10 @@ Values BodyLowering::lowerFor(const ForExpr &e) {
   bodyFn->setRole(ir::Function::Role::LoopBody);
   bodyFn->setLoc(e.getLoc());
   BodyLowering body(module, *bodyFn, this);
-  body.bind(e.index.name,
-            {bodyFn->addParam(TensorType(DType::I32), e.index.name)});
+  // The index of a `while` has a name no source can refer to.
+  ir::Value *index = bodyFn->addParam(TensorType(DType::I32), e.index.name);
+  if (!e.isWhile)
+    body.bind(e.index.name, {index});
   for (size_t i = 0; i < e.carries.size(); ++i)
     body.bind(e.carries[i].name.name,
               {bodyFn->addParam(e.carryTypes[i], e.carries[i].name.name)});

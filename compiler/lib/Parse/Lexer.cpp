@@ -61,6 +61,8 @@ llvm::StringRef gradc::getTokenSpelling(TokenKind kind) {
     return "'if'";
   case TokenKind::KwElse:
     return "'else'";
+  case TokenKind::KwWhile:
+    return "'while'";
   case TokenKind::LParen:
     return "'('";
   case TokenKind::RParen:
@@ -202,6 +204,7 @@ Token Lexer::lexIdentifier() {
                        .Case("for", TokenKind::KwFor)
                        .Case("if", TokenKind::KwIf)
                        .Case("else", TokenKind::KwElse)
+                       .Case("while", TokenKind::KwWhile)
                        .Default(TokenKind::Identifier);
   return make(kind, begin);
 }

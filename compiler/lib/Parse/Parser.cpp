@@ -294,6 +294,7 @@ private:
     return parseBlock(loop.body, loop.value, "a loop body", end, height);
   }
   ParsedExpr parseIf();
+  ParsedExpr parseWhile();
   bool parseBlock(std::vector<StmtPtr> &body, ExprPtr &value,
                   llvm::StringRef what, SourceLoc &end, unsigned &height);
   /// After an error in a loop: skips the rest of its line, and a `{ ... }`
@@ -1264,6 +1265,8 @@ ParsedExpr Parser::parsePrimary() {
     return parseFor();
   case TokenKind::KwIf:
     return parseIf();
+  case TokenKind::KwWhile:
+    return parseWhile();
   default:
     if (!is(TokenKind::Error))
       diags.report(expectedLoc(), diag::err_expected_expr);
@@ -1373,6 +1376,87 @@ ParsedExpr Parser::parseFor() {
   ranged->body = std::move(raw->body);
   ranged->value = std::move(raw->value);
   return finish(std::move(ranged), height);
+}
+
+// whileExpr ::= 'while' expr 'max' ( integer | name )
+//               'carry' '(' name '=' expr { ',' name '=' expr } ')'
+//               loopBody
+//
+// A bounded while: while the bool scalar `expr` of the carries holds, and
+// at most N times, the body computes new carries. The parser writes it as
+// the loop `for _ in 0..N carry (...) { if expr { body } else { carries } }`
+// (ForExpr::isWhile, IfExpr::whileBody): once the condition fails, the
+// carries no longer change, so the condition stays false and the remaining
+// steps pass them through. `max` is a word only here.
+ParsedExpr Parser::parseWhile() {
+  NestingGuard guard(*this);
+  if (!guard.ok())
+    return ParsedExpr();
+  SourceLoc begin = consume(); // 'while'
+  auto fail = [&] {
+    skipBrokenLoop();
+    return ParsedExpr();
+  };
+  ParsedExpr cond = parseExpr();
+  if (!cond)
+    return fail();
+  unsigned height = cond.height + 2;
+  if (!isContextualKeyword("max")) {
+    errorExpectedAfter("'max'", "the condition of 'while'");
+    return fail();
+  }
+  consume();
+  ForExpr bound(SourceRange(begin, begin));
+  bound.endRange = tok().getRange();
+  if (is(TokenKind::Integer)) {
+    int64_t size = 0;
+    tok().text.getAsInteger(10, size); // the lexer checked the range
+    bound.end = Dim::known(size);
+  } else if (isNameToken()) {
+    bound.end = Dim::named(tok().text);
+  } else {
+    errorExpectedAfter("an integer or a size name", "'max'");
+    return fail();
+  }
+  consume();
+  if (!isContextualKeyword("carry")) {
+    errorExpectedAfter("'carry'", "the bound of 'while'");
+    return fail();
+  }
+  auto body = std::make_unique<IfExpr>(SourceRange(begin, begin));
+  SourceLoc end;
+  if (!parseLoopCarries(bound, height) ||
+      !parseBlock(body->thenBranch.body, body->thenBranch.value, "a loop body",
+                  end, height))
+    return fail();
+
+  auto ifExpr = std::make_unique<IfExpr>(SourceRange(begin, end));
+  ifExpr->whileBody = true;
+  ifExpr->cond = std::move(cond.expr);
+  ifExpr->thenBranch = std::move(body->thenBranch);
+  ifExpr->elseLoc = begin;
+  // The else branch: the carries as they are.
+  std::vector<ExprPtr> names;
+  for (const LoopCarry &c : bound.carries)
+    names.push_back(std::make_unique<NameExpr>(c.name.range, c.name.name));
+  if (names.size() == 1) {
+    ifExpr->elseBranch.value = std::move(names.front());
+  } else {
+    auto tuple = std::make_unique<TupleExpr>(SourceRange(begin, begin));
+    tuple->elements = std::move(names);
+    ifExpr->elseBranch.value = std::move(tuple);
+  }
+
+  auto loop = std::make_unique<ForExpr>(SourceRange(begin, end));
+  loop->isWhile = true;
+  loop->index = Ident{"step", SourceRange(begin, begin)};
+  loop->start = 0;
+  loop->startRange = bound.endRange;
+  loop->end = bound.end;
+  loop->endRange = bound.endRange;
+  loop->carries = std::move(bound.carries);
+  loop->value = std::move(ifExpr);
+  return finish(std::move(loop), height);
 }
 
 // range ::= integer '..' ( integer | name )

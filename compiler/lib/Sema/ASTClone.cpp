@@ -109,6 +109,7 @@ ExprPtr cloneNode(const Expr &e) {
     copy->outputTypes = f.outputTypes;
     copy->checkpoint = f.checkpoint;
     copy->checkpointSize = f.checkpointSize;
+    copy->isWhile = f.isWhile;
     return copy;
   }
   case Expr::Kind::If: {
@@ -120,6 +121,7 @@ ExprPtr cloneNode(const Expr &e) {
     sema::cloneStmts(i.elseBranch.body, copy->elseBranch.body);
     copy->elseBranch.value = sema::cloneExpr(i.elseBranch.value.get());
     copy->elseLoc = i.elseLoc;
+    copy->whileBody = i.whileBody;
     return copy;
   }
   }

@@ -247,7 +247,7 @@ public:
   ast::ValueType checkIf(ast::IfExpr &e, BodyScope &scope,
                          std::optional<DType> hint);
   ast::ValueType checkBranch(ast::Branch &branch, BodyScope &scope,
-                             std::optional<DType> hint);
+                             std::optional<DType> hint, bool whileBody = false);
   bool bindLoopName(const ast::Ident &name, const TensorType &type,
                     BodyScope &body);
   ast::ValueType checkCall(ast::CallExpr &call, BodyScope &scope,

@@ -567,7 +567,9 @@ ValueType Sema::checkFor(ForExpr &loop, BodyScope &scope) {
   body.sizeNames = scope.sizeNames;
   body.overrides = scope.overrides;
   body.calls = scope.calls;
-  ok &= bindLoopName(loop.index, TensorType(DType::I32), body);
+  // The index of a `while` has no name the source can use.
+  if (!loop.isWhile)
+    ok &= bindLoopName(loop.index, TensorType(DType::I32), body);
   for (size_t i = 0; i < loop.carries.size(); ++i)
     ok &= bindLoopName(loop.carries[i].name,
                        carryTypes[i].value_or(TensorType()), body) &&
@@ -632,10 +634,10 @@ ValueType Sema::checkFor(ForExpr &loop, BodyScope &scope) {
 /// A branch of `if` is checked in a scope of its own that sees the
 /// enclosing names; its `let`s end with it.
 ValueType Sema::checkBranch(Branch &branch, BodyScope &scope,
-                            std::optional<DType> hint) {
+                            std::optional<DType> hint, bool whileBody) {
   BodyScope body;
   body.kind = scope.kind;
-  body.description = "a branch of 'if'";
+  body.description = whileBody ? "the loop body" : "a branch of 'if'";
   body.names = scope.names;
   body.laterLets = scope.laterLets;
   body.sizeNames = scope.sizeNames;
@@ -654,7 +656,8 @@ ValueType Sema::checkBranch(Branch &branch, BodyScope &scope,
     hints.push_back(*hint);
   ValueType value = checkReturnValue(branch.value.get(), body, hints);
   if (value.kind == ValueType::List) {
-    report(branch.value->getLoc(), diag::err_if_branch_kind)
+    report(branch.value->getLoc(),
+           whileBody ? diag::err_loop_value_kind : diag::err_if_branch_kind)
         << value.str() << branch.value->getRange();
     return ValueType();
   }
@@ -671,7 +674,8 @@ ValueType Sema::checkIf(IfExpr &e, BodyScope &scope,
   bool ok = true;
   if (cond.isKnown() && !(cond.isTensor() && cond.tensor.dtype == DType::Bool &&
                           cond.tensor.getRank() == 0)) {
-    report(e.cond->getLoc(), diag::err_if_cond_type)
+    report(e.cond->getLoc(),
+           e.whileBody ? diag::err_while_cond_type : diag::err_if_cond_type)
         << cond.str() << e.cond->getRange();
     ok = false;
   }
@@ -681,11 +685,11 @@ ValueType Sema::checkIf(IfExpr &e, BodyScope &scope,
                    !llvm::isa<NumberExpr>(e.elseBranch.value.get());
   Branch &first = elseFirst ? e.elseBranch : e.thenBranch;
   Branch &second = elseFirst ? e.thenBranch : e.elseBranch;
-  ValueType a = checkBranch(first, scope, hint);
+  ValueType a = checkBranch(first, scope, hint, e.whileBody && !elseFirst);
   std::optional<DType> next = hint;
   if (!next && a.isTensor())
     next = a.tensor.dtype;
-  ValueType b = checkBranch(second, scope, next);
+  ValueType b = checkBranch(second, scope, next, e.whileBody && elseFirst);
   if (!ok || !a.isKnown() || !b.isKnown())
     return ValueType();
   const ValueType &thenType = elseFirst ? b : a;
@@ -693,6 +697,12 @@ ValueType Sema::checkIf(IfExpr &e, BodyScope &scope,
   bool same = thenType.kind == elseType.kind &&
               (thenType.isTensor() ? thenType.tensor == elseType.tensor
                                    : thenType.elements == elseType.elements);
+  if (!same && e.whileBody) {
+    // The else branch of a `while`'s body gives the carries as they are.
+    report(e.thenBranch.value->getLoc(), diag::err_while_body_types)
+        << thenType.str() << elseType.str() << e.thenBranch.value->getRange();
+    return ValueType();
+  }
   if (!same) {
     report(e.elseLoc, diag::err_if_branch_types)
         << thenType.str() << elseType.str()

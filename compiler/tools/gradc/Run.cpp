@@ -409,7 +409,8 @@ bool CallRunner::run(llvm::StringRef callText) {
     llvm::errs() << "memory: peak " << stats.peakLiveBytes
                  << " bytes, checkpointed carries "
                  << stats.peakCheckpointCarries << ", recomputed steps "
-                 << stats.recomputedSteps << "\n";
+                 << stats.recomputedSteps << ", copied " << stats.copiedBytes
+                 << " bytes\n";
   }
   return true;
 }

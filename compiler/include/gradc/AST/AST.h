@@ -318,6 +318,11 @@ public:
   /// `every = K` or `snapshots = S`; 0 when not given (then the size is
   /// ceil(sqrt(trip)) when the loop runs).
   int64_t checkpointSize = 0;
+  /// A bounded `while c max N carry (...) { v }`, which the parser writes
+  /// as `for _ in 0..N carry (...) { if c { v } else { carries } }`: its
+  /// index has no name that the source can use, and its body is that `if`
+  /// (with IfExpr::whileBody set).
+  bool isWhile = false;
   static bool classof(const Expr *e) { return e->getKind() == Kind::For; }
 };
 
@@ -339,6 +344,10 @@ public:
   Branch thenBranch, elseBranch;
   /// The `else` keyword, for diagnostics about the else branch.
   SourceLoc elseLoc;
+  /// The body of a `while` (ForExpr::isWhile): the then branch is the
+  /// source's body, the else branch gives the carries unchanged, and
+  /// diagnostics speak of 'while'.
+  bool whileBody = false;
   static bool classof(const Expr *e) { return e->getKind() == Kind::If; }
 };
 

@@ -75,6 +75,11 @@ struct InterpreterStats {
   int64_t peakCheckpointCarries = 0;
   /// The body steps that checkpointed reverse loops ran again.
   int64_t recomputedSteps = 0;
+  /// The bytes of tensors copied to pass them: the outermost call's
+  /// arguments, a loop's initial carries, a value returned twice or a
+  /// parameter returned. A callee reads its caller's tensors in place, so
+  /// this does not grow with what a loop's body captures times its trip.
+  int64_t copiedBytes = 0;
 };
 
 /// The statistics of the last call of interpret() in this process (reset

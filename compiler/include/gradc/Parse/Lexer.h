@@ -43,6 +43,7 @@ enum class TokenKind : uint8_t {
   KwFor,
   KwIf,
   KwElse,
+  KwWhile,
   // Punctuation.
   LParen,
   RParen,

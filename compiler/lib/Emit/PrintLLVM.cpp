@@ -15,8 +15,9 @@
 //   - call and extern_call: a call through the C ABI, its status checked.
 //
 // Memory: parameters and outputs are the noalias arguments; each planned
-// scratch slot is one malloc'ed block (allocated after the size checks,
-// checked once, freed on every way out), each stack slot one alloca; a
+// scratch slot is one block of the scratch cache (gradc_scratch_take,
+// MathBitcode.cpp; malloc in the JIT), allocated after the size checks,
+// checked once, returned on every way out; each stack slot one alloca; a
 // view is a GEP of its base; a local is an alloca that mem2reg promotes;
 // a constant is a private global.
 //
@@ -110,6 +111,25 @@ struct ModuleState {
                                  name, llvmModule);
     return f;
   }
+  /// The scratch cache's `ptr gradc_scratch_take(i64 bytes, ptr capacity)`
+  /// and `void gradc_scratch_give(ptr, i64 capacity)` (MathBitcode.cpp).
+  llvm::FunctionCallee scratchTake() {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    llvm::Type *ptr = llvm::PointerType::get(ctx, 0);
+    return llvmModule.getOrInsertFunction(
+        "gradc_scratch_take",
+        llvm::FunctionType::get(ptr, {llvm::Type::getInt64Ty(ctx), ptr},
+                                false));
+  }
+  llvm::FunctionCallee scratchGive() {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    return llvmModule.getOrInsertFunction(
+        "gradc_scratch_give",
+        llvm::FunctionType::get(
+            llvm::Type::getVoidTy(ctx),
+            {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)},
+            false));
+  }
   llvm::FunctionCallee free() {
     llvm::LLVMContext &ctx = llvmModule.getContext();
     return llvmModule.getOrInsertFunction(
@@ -197,6 +217,8 @@ private:
   llvm::DenseMap<const Stmt *, llvm::Value *> rows;
   llvm::DenseMap<unsigned, llvm::Value *> loopVars;
   std::vector<llvm::Value *> heap;
+  /// With the scratch cache, each heap block's capacity (an i64 alloca).
+  std::vector<llvm::Value *> capacities;
 };
 
 /// A buffer's name in the IR: the user's (`h`, `d_x`), or `t3` for a
@@ -429,7 +451,18 @@ void FunctionPrinter::storage() {
   failIf(overflow, GRADC_ERROR_ALLOC, exit);
   llvm::Value *null = b.getFalse();
   for (auto &[bytes, ptr] : heapBlocks) {
-    ptr = b.CreateCall(ms.malloc(), {bytes}, "scratch");
+    if (ms.options.scratchCache) {
+      llvm::AllocaInst *capacity =
+          ab.CreateAlloca(b.getInt64Ty(), nullptr, "capacity");
+      llvm::CallInst *take =
+          b.CreateCall(ms.scratchTake(), {bytes, capacity}, "scratch");
+      // Like malloc's, the block is reachable through no other pointer.
+      take->addRetAttr(llvm::Attribute::NoAlias);
+      capacities.push_back(capacity);
+      ptr = take;
+    } else {
+      ptr = b.CreateCall(ms.malloc(), {bytes}, "scratch");
+    }
     heap.push_back(ptr);
     // malloc(0) may return null: that is no failure.
     null = b.CreateOr(
@@ -1195,8 +1228,12 @@ void FunctionPrinter::run() {
   if (!heap.empty()) {
     cleanup->insertInto(llfn);
     b.SetInsertPoint(cleanup);
-    for (llvm::Value *p : heap)
-      b.CreateCall(ms.free(), {p});
+    for (auto [i, p] : llvm::enumerate(heap))
+      if (capacities.empty())
+        b.CreateCall(ms.free(), {p});
+      else
+        b.CreateCall(ms.scratchGive(),
+                     {p, b.CreateLoad(b.getInt64Ty(), capacities[i])});
     b.CreateBr(exit);
   } else {
     delete cleanup;

@@ -161,9 +161,10 @@ private:
 
   // Control flow.
   void failIf(llvm::Value *cond, int32_t status, llvm::BasicBlock *target);
-  void forLoop(llvm::Value *n, const llvm::Twine &name,
-               llvm::function_ref<void(llvm::Value *)> body,
-               llvm::Value *start = nullptr);
+  llvm::BranchInst *forLoop(llvm::Value *n, const llvm::Twine &name,
+                            llvm::function_ref<void(llvm::Value *)> body,
+                            llvm::Value *start = nullptr);
+  void markLaneLoop(llvm::BranchInst *latch);
   void parallelLoop(const Stmt &s);
 
   // Memory.
@@ -279,10 +280,11 @@ void FunctionPrinter::failIf(llvm::Value *cond, int32_t status,
 }
 
 /// `for (i = start; i < n; ++i) body(i)` (start 0 by default), leaving
-/// the builder after it.
-void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
-                              llvm::function_ref<void(llvm::Value *)> body,
-                              llvm::Value *start) {
+/// the builder after it; returns the loop's back edge.
+llvm::BranchInst *
+FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
+                         llvm::function_ref<void(llvm::Value *)> body,
+                         llvm::Value *start) {
   llvm::BasicBlock *pre = b.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(ctx, name + ".header", llfn);
   auto *bodyBlock = llvm::BasicBlock::Create(ctx, name + ".body", llfn);
@@ -296,9 +298,54 @@ void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
   body(i);
   llvm::Value *next = b.CreateNUWAdd(i, i64(1), name + ".next");
   i->addIncoming(next, b.GetInsertBlock());
-  b.CreateBr(header);
+  llvm::BranchInst *latch = b.CreateBr(header);
   after->insertInto(llfn);
   b.SetInsertPoint(after);
+  return latch;
+}
+
+/// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32
+/// sums in 8 f64 lanes; the lane max): a loop of constant extent, with no
+/// loop inside, that stores or accumulates into a stack buffer at its
+/// own index, `lanes[i] += f64(x[... + i])`.
+static bool isLaneLoop(const Stmt &s) {
+  if (s.kind != Stmt::Kind::For || s.parallel ||
+      s.extent->kind != Expr::Kind::Const || s.extent->value < 2)
+    return false;
+  bool lanes = false;
+  for (const StmtPtr &st : s.body) {
+    if (st->kind == Stmt::Kind::For || st->kind == Stmt::Kind::KernelCall ||
+        st->kind == Stmt::Kind::Call || st->kind == Stmt::Kind::Check)
+      return false;
+    lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
+             st->index->kind == Expr::Kind::LoopVar && st->index->var == s.var;
+  }
+  return lanes;
+}
+
+/// Asks LLVM to vectorise the lane loop that ends with `latch` across its
+/// lanes, and not to unroll it first. LLVM's pipeline fully unrolls a
+/// loop of 8 iterations before the loop vectoriser runs, which then
+/// vectorises the loop around it: each lane becomes an in-order reduction
+/// of its own (8 reductions of 4 elements per step, one element at a time)
+/// and without the SLP vectoriser (off, see EmitLLVM.cpp) nothing puts the
+/// 8 lanes back into one vector. Vectorised across the lanes instead, the
+/// step is one vector load, convert and add, and each lane still adds its
+/// elements in order, so the sums are the same bit for bit. (The loop
+/// vectoriser leaves loops of fewer than 16 iterations alone unless
+/// vectorisation is forced, hence `vectorize.enable`.)
+void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch) {
+  auto flag = [&](const char *name) {
+    return llvm::MDNode::get(
+        ctx, {llvm::MDString::get(ctx, name),
+              llvm::ConstantAsMetadata::get(b.getTrue())});
+  };
+  llvm::Metadata *disable = llvm::MDNode::get(
+      ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")});
+  llvm::MDNode *self = llvm::MDNode::getDistinct(
+      ctx, {nullptr, flag("llvm.loop.vectorize.enable"), disable});
+  self->replaceOperandWith(0, self);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
 }
 
 //===--- Memory -----------------------------------------------------------===//
@@ -777,11 +824,17 @@ void FunctionPrinter::stmt(const Stmt &s) {
       parallelLoop(s);
       return;
     }
-    forLoop(expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
-      loopVars[s.var] = i;
-      block(s.body);
-      loopVars.erase(s.var);
-    });
+    {
+      llvm::BranchInst *latch =
+          forLoop(expr(*s.extent), "i" + llvm::Twine(s.var),
+                  [&](llvm::Value *i) {
+                    loopVars[s.var] = i;
+                    block(s.body);
+                    loopVars.erase(s.var);
+                  });
+      if (isLaneLoop(s))
+        markLaneLoop(latch);
+    }
     return;
   case Stmt::Kind::Store: {
     llvm::Value *v = expr(*s.value);

@@ -48,6 +48,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
+#include "llvm/TargetParser/Triple.h"
 
 #include <limits>
 
@@ -78,6 +79,11 @@ struct ModuleState {
   llvm::Module &llvmModule;
   const LLVMOptions &options;
   llvm::StringMap<llvm::Function *> functions;
+  /// Whether scratch blocks come from the scratch cache: when asked, and
+  /// on Linux, whose C library the cache's pthread calls were compiled
+  /// against (MathBitcode.cpp); elsewhere malloc and free.
+  bool scratchCache = options.scratchCache &&
+                      llvm::Triple(llvmModule.getTargetTriple()).isOSLinux();
 
   llvm::FunctionCallee mathFunction(llvm::StringRef name, unsigned arity) {
     llvm::Type *f32 = llvm::Type::getFloatTy(llvmModule.getContext());
@@ -164,7 +170,7 @@ private:
   llvm::BranchInst *forLoop(llvm::Value *n, const llvm::Twine &name,
                             llvm::function_ref<void(llvm::Value *)> body,
                             llvm::Value *start = nullptr);
-  void markLaneLoop(llvm::BranchInst *latch);
+  void markLaneLoop(llvm::BranchInst *latch, int64_t lanes);
   void parallelLoop(const Stmt &s);
 
   // Memory.
@@ -334,16 +340,21 @@ static bool isLaneLoop(const Stmt &s) {
 /// elements in order, so the sums are the same bit for bit. (The loop
 /// vectoriser leaves loops of fewer than 16 iterations alone unless
 /// vectorisation is forced, hence `vectorize.enable`.)
-void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch) {
-  auto flag = [&](const char *name) {
-    return llvm::MDNode::get(
-        ctx, {llvm::MDString::get(ctx, name),
-              llvm::ConstantAsMetadata::get(b.getTrue())});
+void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch, int64_t lanes) {
+  auto hint = [&](const char *name, llvm::Constant *value) {
+    return llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, name),
+                                   llvm::ConstantAsMetadata::get(value)});
   };
-  llvm::Metadata *disable = llvm::MDNode::get(
-      ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")});
-  llvm::MDNode *self = llvm::MDNode::getDistinct(
-      ctx, {nullptr, flag("llvm.loop.vectorize.enable"), disable});
+  llvm::SmallVector<llvm::Metadata *, 4> ops{
+      nullptr, hint("llvm.loop.vectorize.enable", b.getTrue()),
+      llvm::MDNode::get(
+          ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})};
+  // All the lanes in one vector (two or more registers where they are
+  // wider than the target's), so that the loop runs once and is gone; a
+  // narrower width leaves a loop of a few iterations inside every step.
+  if (llvm::isPowerOf2_64(lanes) && lanes <= 16)
+    ops.push_back(hint("llvm.loop.vectorize.width", b.getInt32(lanes)));
+  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
   self->replaceOperandWith(0, self);
   latch->setMetadata(llvm::LLVMContext::MD_loop, self);
 }
@@ -498,7 +509,7 @@ void FunctionPrinter::storage() {
   failIf(overflow, GRADC_ERROR_ALLOC, exit);
   llvm::Value *null = b.getFalse();
   for (auto &[bytes, ptr] : heapBlocks) {
-    if (ms.options.scratchCache) {
+    if (ms.scratchCache) {
       llvm::AllocaInst *capacity =
           ab.CreateAlloca(b.getInt64Ty(), nullptr, "capacity");
       llvm::CallInst *take =
@@ -825,15 +836,14 @@ void FunctionPrinter::stmt(const Stmt &s) {
       return;
     }
     {
-      llvm::BranchInst *latch =
-          forLoop(expr(*s.extent), "i" + llvm::Twine(s.var),
-                  [&](llvm::Value *i) {
-                    loopVars[s.var] = i;
-                    block(s.body);
-                    loopVars.erase(s.var);
-                  });
+      llvm::BranchInst *latch = forLoop(
+          expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
+            loopVars[s.var] = i;
+            block(s.body);
+            loopVars.erase(s.var);
+          });
       if (isLaneLoop(s))
-        markLaneLoop(latch);
+        markLaneLoop(latch, int64_t(s.extent->value));
     }
     return;
   case Stmt::Kind::Store: {

@@ -157,6 +157,10 @@ static bool linkMathLibrary(llvm::Module &module, std::string &error) {
     error = "internal error: the math bitcode does not link";
     return false;
   }
+  // The scratch cache's state (MathBitcode.cpp) is the module's own.
+  for (llvm::GlobalVariable &g : module.globals())
+    if (g.getName().starts_with("gradc_scratch_") && !g.isDeclaration())
+      g.setLinkage(llvm::GlobalValue::InternalLinkage);
   for (llvm::Function &fn : module)
     if (!fn.isDeclaration() && library.contains(fn.getName())) {
       fn.setLinkage(llvm::GlobalValue::InternalLinkage);

@@ -5,8 +5,9 @@
 // the LLVM backend makes (EmitLLVM.cpp, linkMathLibrary), so that the
 // generated loops call the same f32 functions as the C++ backend and the
 // interpreter and inline and vectorise them. One entry point per function
-// that EmitLLVM calls, named gradc_math_NAME_f32; the linker takes only
-// those a module uses and makes them internal.
+// that EmitLLVM calls, named gradc_math_NAME_f32, and the scratch cache's
+// gradc_scratch_take/give (below); the linker takes only those a module
+// uses and makes them internal.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +44,14 @@ float gradc_math_pow_f32(float x, float y) { return gradc::pow(x, y); }
 #include <pthread.h>
 #include <stdlib.h>
 
+// The cache's state, with C names so that its globals are gradc_scratch_*
+// in a module (EmitLLVM.cpp's linkMathLibrary makes them internal).
+extern "C" {
+pthread_once_t gradc_scratch_once = PTHREAD_ONCE_INIT;
+pthread_key_t gradc_scratch_key;
+bool gradc_scratch_have_key = false;
+}
+
 namespace {
 
 constexpr size_t minBytes = size_t(64) << 10;
@@ -60,10 +69,6 @@ struct Cache {
   size_t kept;
 };
 
-pthread_once_t once = PTHREAD_ONCE_INIT;
-pthread_key_t key;
-bool haveKey = false;
-
 void freeCache(void *p) {
   Cache *cache = static_cast<Cache *>(p);
   for (int i = 0; i < cache->count; ++i)
@@ -71,18 +76,21 @@ void freeCache(void *p) {
   free(cache);
 }
 
-void createKey() { haveKey = pthread_key_create(&key, freeCache) == 0; }
+void createKey() {
+  gradc_scratch_have_key =
+      pthread_key_create(&gradc_scratch_key, freeCache) == 0;
+}
 
 /// This thread's cache; made when `create` (null when that fails).
 Cache *threadCache(bool create) {
-  pthread_once(&once, createKey);
-  if (!haveKey)
+  pthread_once(&gradc_scratch_once, createKey);
+  if (!gradc_scratch_have_key)
     return nullptr;
-  Cache *cache = static_cast<Cache *>(pthread_getspecific(key));
+  Cache *cache = static_cast<Cache *>(pthread_getspecific(gradc_scratch_key));
   if (cache || !create)
     return cache;
   cache = static_cast<Cache *>(calloc(1, sizeof(Cache)));
-  if (cache && pthread_setspecific(key, cache) != 0) {
+  if (cache && pthread_setspecific(gradc_scratch_key, cache) != 0) {
     free(cache);
     cache = nullptr;
   }

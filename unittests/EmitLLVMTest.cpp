@@ -303,8 +303,10 @@ TEST(EmitLLVMTest, CallsAndScalars) {
 
 TEST(EmitLLVMTest, ModuleShape) {
   // The printed module: the ABI signature, malloc/free for a temporary of
-  // run-time size, and no globals but the thread count that a parallel
-  // loop reads from GRADC_NUM_THREADS once (docs/ABI.md, "Threads").
+  // run-time size (in the scratch cache's functions), and no globals but
+  // the thread count that a parallel loop reads from GRADC_NUM_THREADS once
+  // (docs/ABI.md, "Threads") and the scratch cache's per-thread key
+  // (MathBitcode.cpp).
   Module m;
   Function *f = m.addFunction("h");
   Value *x = f->addParam(type(DType::F32, {n("N"), k(4)}), "x");
@@ -321,10 +323,14 @@ TEST(EmitLLVMTest, ModuleShape) {
   auto llvmModule = emit::buildLLVMModule(m, ctx, *tm, options, error);
   ASSERT_TRUE(llvmModule) << error;
   for (const llvm::GlobalVariable &g : llvmModule->globals())
-    EXPECT_TRUE(g.getName().starts_with("gradc.threads")) << g.getName().str();
+    EXPECT_TRUE(g.getName().starts_with("gradc.threads") ||
+                g.getName().starts_with("gradc_scratch_"))
+        << g.getName().str();
   llvm::Function *fn = llvmModule->getFunction("mod_h");
   ASSERT_TRUE(fn);
   EXPECT_EQ(fn->arg_size(), 3u);
+  EXPECT_TRUE(llvmModule->getFunction("gradc_scratch_take"));
+  EXPECT_TRUE(llvmModule->getFunction("gradc_scratch_give"));
   EXPECT_TRUE(llvmModule->getFunction("malloc"));
   EXPECT_TRUE(llvmModule->getFunction("free"));
 }

@@ -116,16 +116,17 @@ emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
 static constexpr size_t maxInlinedMathCalls = 256;
 
 /// Links the functions of the math library that `module` calls
-/// (gradc_math_*) into it, from the embedded bitcode, makes them internal
-/// and marks their calls always-inline: the optimiser then inlines them
-/// into the loops, which vectorise, and an object file needs nothing
-/// beyond libc.
+/// (gradc_math_*, and the scratch cache's gradc_scratch_*) into it, from
+/// the embedded bitcode, makes them internal and marks the math calls
+/// always-inline: the optimiser then inlines them into the loops, which
+/// vectorise, and an object file needs nothing beyond libc. The scratch
+/// cache's two functions stay out of line (MathBitcode.cpp).
 /// The bitcode's CPU attributes are dropped, so that the functions take
 /// the module's target (they were compiled for the generic CPU).
 static bool linkMathLibrary(llvm::Module &module, std::string &error) {
   bool used = false;
   for (const llvm::Function &fn : module)
-    used |= fn.isDeclaration() && fn.getName().starts_with("gradc_math_");
+    used |= fn.isDeclaration() && fn.getName().starts_with("gradc_");
   if (!used)
     return true;
   llvm::MemoryBufferRef buffer(
@@ -156,10 +157,16 @@ static bool linkMathLibrary(llvm::Module &module, std::string &error) {
     error = "internal error: the math bitcode does not link";
     return false;
   }
+  // The scratch cache's state (MathBitcode.cpp) is the module's own.
+  for (llvm::GlobalVariable &g : module.globals())
+    if (g.getName().starts_with("gradc_scratch_") && !g.isDeclaration())
+      g.setLinkage(llvm::GlobalValue::InternalLinkage);
   for (llvm::Function &fn : module)
     if (!fn.isDeclaration() && library.contains(fn.getName())) {
       fn.setLinkage(llvm::GlobalValue::InternalLinkage);
       fn.setComdat(nullptr);
+      if (fn.getName().starts_with("gradc_scratch_"))
+        continue;
       fn.removeFnAttr(llvm::Attribute::NoInline);
       fn.removeFnAttr(llvm::Attribute::OptimizeNone);
       // The library's own helpers always inline into its entry points;

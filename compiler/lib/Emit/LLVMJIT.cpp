@@ -217,6 +217,7 @@ JITModule::create(const ir::Module &module, unsigned optLevel,
   options.moduleName = jitModuleName;
   options.optLevel = optLevel;
   options.jitWrappers = true;
+  options.scratchCache = false;
   options.roots.assign(roots.begin(), roots.end());
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> llvmModule =

@@ -5,8 +5,9 @@
 // the LLVM backend makes (EmitLLVM.cpp, linkMathLibrary), so that the
 // generated loops call the same f32 functions as the C++ backend and the
 // interpreter and inline and vectorise them. One entry point per function
-// that EmitLLVM calls, named gradc_math_NAME_f32; the linker takes only
-// those a module uses and makes them internal.
+// that EmitLLVM calls, named gradc_math_NAME_f32, and the scratch cache's
+// gradc_scratch_take/give (below); the linker takes only those a module
+// uses and makes them internal.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,4 +23,119 @@ float gradc_math_sin_f32(float x) { return gradc::sin(x); }
 float gradc_math_cos_f32(float x) { return gradc::cos(x); }
 float gradc_math_atan_f32(float x) { return gradc::atan(x); }
 float gradc_math_pow_f32(float x, float y) { return gradc::pow(x, y); }
+}
+
+//===----------------------------------------------------------------------===//
+// Scratch memory kept across calls
+//===----------------------------------------------------------------------===//
+//
+// The LLVM backend's twin of gradc/Kernels.h's detail::ScratchCache (the
+// C++ backend's): the scratch blocks of at least minBytes that a function
+// returns are kept, per thread, for the next call, so that a gradient with
+// large temporaries does not map fresh pages from the kernel and fault
+// them in on every call (glibc serves such blocks with mmap): K5's
+// gradient spent more than half its time there. At most `slots` blocks and
+// maxBytes in all are kept; the thread's exit frees them (a pthread key's
+// destructor, so that an object file needs only libc). The printer calls
+// gradc_scratch_take for each block and gradc_scratch_give on every way
+// out (PrintLLVM.cpp, storage), except in JIT-compiled modules, whose code
+// may be freed before a thread exits: they malloc and free.
+
+#include <pthread.h>
+#include <stdlib.h>
+
+// The cache's state, with C names so that its globals are gradc_scratch_*
+// in a module (EmitLLVM.cpp's linkMathLibrary makes them internal).
+extern "C" {
+pthread_once_t gradc_scratch_once = PTHREAD_ONCE_INIT;
+pthread_key_t gradc_scratch_key;
+bool gradc_scratch_have_key = false;
+}
+
+namespace {
+
+constexpr size_t minBytes = size_t(64) << 10;
+constexpr size_t maxBytes = size_t(512) << 20;
+constexpr int slots = 16;
+
+struct Block {
+  void *ptr;
+  size_t bytes;
+};
+
+struct Cache {
+  Block blocks[slots];
+  int count;
+  size_t kept;
+};
+
+void freeCache(void *p) {
+  Cache *cache = static_cast<Cache *>(p);
+  for (int i = 0; i < cache->count; ++i)
+    free(cache->blocks[i].ptr);
+  free(cache);
+}
+
+void createKey() {
+  gradc_scratch_have_key =
+      pthread_key_create(&gradc_scratch_key, freeCache) == 0;
+}
+
+/// This thread's cache; made when `create` (null when that fails).
+Cache *threadCache(bool create) {
+  pthread_once(&gradc_scratch_once, createKey);
+  if (!gradc_scratch_have_key)
+    return nullptr;
+  Cache *cache = static_cast<Cache *>(pthread_getspecific(gradc_scratch_key));
+  if (cache || !create)
+    return cache;
+  cache = static_cast<Cache *>(calloc(1, sizeof(Cache)));
+  if (cache && pthread_setspecific(gradc_scratch_key, cache) != 0) {
+    free(cache);
+    cache = nullptr;
+  }
+  return cache;
+}
+
+} // namespace
+
+extern "C" {
+
+/// A block of at least `bytes` (its size in `*capacity`): the smallest kept
+/// one that fits, or a new one; null when malloc fails. Noinline, and
+/// `malloc` (a noalias result), so that the loops see each block as an
+/// object of its own, as a call of malloc.
+__attribute__((malloc, noinline)) void *gradc_scratch_take(size_t bytes,
+                                                           size_t *capacity) {
+  *capacity = bytes;
+  if (bytes < minBytes)
+    return malloc(bytes);
+  Cache *cache = threadCache(false);
+  int best = -1;
+  for (int i = 0; cache && i < cache->count; ++i)
+    if (cache->blocks[i].bytes >= bytes &&
+        (best < 0 || cache->blocks[i].bytes < cache->blocks[best].bytes))
+      best = i;
+  if (best < 0)
+    return malloc(bytes);
+  Block b = cache->blocks[best];
+  cache->blocks[best] = cache->blocks[--cache->count];
+  cache->kept -= b.bytes;
+  *capacity = b.bytes;
+  return b.ptr;
+}
+
+/// Keeps a block of gradc_scratch_take for a later call, or frees it when
+/// it is small or there is no room.
+__attribute__((noinline)) void gradc_scratch_give(void *ptr, size_t capacity) {
+  if (!ptr)
+    return;
+  Cache *cache = capacity < minBytes ? nullptr : threadCache(true);
+  if (!cache || cache->count == slots || cache->kept + capacity > maxBytes) {
+    free(ptr);
+    return;
+  }
+  cache->blocks[cache->count++] = {ptr, capacity};
+  cache->kept += capacity;
+}
 }

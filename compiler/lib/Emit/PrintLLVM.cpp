@@ -15,8 +15,9 @@
 //   - call and extern_call: a call through the C ABI, its status checked.
 //
 // Memory: parameters and outputs are the noalias arguments; each planned
-// scratch slot is one malloc'ed block (allocated after the size checks,
-// checked once, freed on every way out), each stack slot one alloca; a
+// scratch slot is one block of the scratch cache (gradc_scratch_take,
+// MathBitcode.cpp; malloc in the JIT), allocated after the size checks,
+// checked once, returned on every way out; each stack slot one alloca; a
 // view is a GEP of its base; a local is an alloca that mem2reg promotes;
 // a constant is a private global.
 //
@@ -47,6 +48,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
+#include "llvm/TargetParser/Triple.h"
 
 #include <limits>
 
@@ -77,6 +79,11 @@ struct ModuleState {
   llvm::Module &llvmModule;
   const LLVMOptions &options;
   llvm::StringMap<llvm::Function *> functions;
+  /// Whether scratch blocks come from the scratch cache: when asked, and
+  /// on Linux, whose C library the cache's pthread calls were compiled
+  /// against (MathBitcode.cpp); elsewhere malloc and free.
+  bool scratchCache = options.scratchCache &&
+                      llvm::Triple(llvmModule.getTargetTriple()).isOSLinux();
 
   llvm::FunctionCallee mathFunction(llvm::StringRef name, unsigned arity) {
     llvm::Type *f32 = llvm::Type::getFloatTy(llvmModule.getContext());
@@ -110,6 +117,25 @@ struct ModuleState {
                                  name, llvmModule);
     return f;
   }
+  /// The scratch cache's `ptr gradc_scratch_take(i64 bytes, ptr capacity)`
+  /// and `void gradc_scratch_give(ptr, i64 capacity)` (MathBitcode.cpp).
+  llvm::FunctionCallee scratchTake() {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    llvm::Type *ptr = llvm::PointerType::get(ctx, 0);
+    return llvmModule.getOrInsertFunction(
+        "gradc_scratch_take",
+        llvm::FunctionType::get(ptr, {llvm::Type::getInt64Ty(ctx), ptr},
+                                false));
+  }
+  llvm::FunctionCallee scratchGive() {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    return llvmModule.getOrInsertFunction(
+        "gradc_scratch_give",
+        llvm::FunctionType::get(
+            llvm::Type::getVoidTy(ctx),
+            {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)},
+            false));
+  }
   llvm::FunctionCallee free() {
     llvm::LLVMContext &ctx = llvmModule.getContext();
     return llvmModule.getOrInsertFunction(
@@ -141,9 +167,10 @@ private:
 
   // Control flow.
   void failIf(llvm::Value *cond, int32_t status, llvm::BasicBlock *target);
-  void forLoop(llvm::Value *n, const llvm::Twine &name,
-               llvm::function_ref<void(llvm::Value *)> body,
-               llvm::Value *start = nullptr);
+  llvm::BranchInst *forLoop(llvm::Value *n, const llvm::Twine &name,
+                            llvm::function_ref<void(llvm::Value *)> body,
+                            llvm::Value *start = nullptr);
+  void markLaneLoop(llvm::BranchInst *latch, int64_t lanes);
   void parallelLoop(const Stmt &s);
 
   // Memory.
@@ -197,6 +224,8 @@ private:
   llvm::DenseMap<const Stmt *, llvm::Value *> rows;
   llvm::DenseMap<unsigned, llvm::Value *> loopVars;
   std::vector<llvm::Value *> heap;
+  /// With the scratch cache, each heap block's capacity (an i64 alloca).
+  std::vector<llvm::Value *> capacities;
 };
 
 /// A buffer's name in the IR: the user's (`h`, `d_x`), or `t3` for a
@@ -257,10 +286,11 @@ void FunctionPrinter::failIf(llvm::Value *cond, int32_t status,
 }
 
 /// `for (i = start; i < n; ++i) body(i)` (start 0 by default), leaving
-/// the builder after it.
-void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
-                              llvm::function_ref<void(llvm::Value *)> body,
-                              llvm::Value *start) {
+/// the builder after it; returns the loop's back edge.
+llvm::BranchInst *
+FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
+                         llvm::function_ref<void(llvm::Value *)> body,
+                         llvm::Value *start) {
   llvm::BasicBlock *pre = b.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(ctx, name + ".header", llfn);
   auto *bodyBlock = llvm::BasicBlock::Create(ctx, name + ".body", llfn);
@@ -274,9 +304,59 @@ void FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
   body(i);
   llvm::Value *next = b.CreateNUWAdd(i, i64(1), name + ".next");
   i->addIncoming(next, b.GetInsertBlock());
-  b.CreateBr(header);
+  llvm::BranchInst *latch = b.CreateBr(header);
   after->insertInto(llfn);
   b.SetInsertPoint(after);
+  return latch;
+}
+
+/// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32
+/// sums in 8 f64 lanes; the lane max): a loop of constant extent, with no
+/// loop inside, that stores or accumulates into a stack buffer at its
+/// own index, `lanes[i] += f64(x[... + i])`.
+static bool isLaneLoop(const Stmt &s) {
+  if (s.kind != Stmt::Kind::For || s.parallel ||
+      s.extent->kind != Expr::Kind::Const || s.extent->value < 2)
+    return false;
+  bool lanes = false;
+  for (const StmtPtr &st : s.body) {
+    if (st->kind == Stmt::Kind::For || st->kind == Stmt::Kind::KernelCall ||
+        st->kind == Stmt::Kind::Call || st->kind == Stmt::Kind::Check)
+      return false;
+    lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
+             st->index->kind == Expr::Kind::LoopVar && st->index->var == s.var;
+  }
+  return lanes;
+}
+
+/// Asks LLVM to vectorise the lane loop that ends with `latch` across its
+/// lanes, and not to unroll it first. LLVM's pipeline fully unrolls a
+/// loop of 8 iterations before the loop vectoriser runs, which then
+/// vectorises the loop around it: each lane becomes an in-order reduction
+/// of its own (8 reductions of 4 elements per step, one element at a time)
+/// and without the SLP vectoriser (off, see EmitLLVM.cpp) nothing puts the
+/// 8 lanes back into one vector. Vectorised across the lanes instead, the
+/// step is one vector load, convert and add, and each lane still adds its
+/// elements in order, so the sums are the same bit for bit. (The loop
+/// vectoriser leaves loops of fewer than 16 iterations alone unless
+/// vectorisation is forced, hence `vectorize.enable`.)
+void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch, int64_t lanes) {
+  auto hint = [&](const char *name, llvm::Constant *value) {
+    return llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, name),
+                                   llvm::ConstantAsMetadata::get(value)});
+  };
+  llvm::SmallVector<llvm::Metadata *, 4> ops{
+      nullptr, hint("llvm.loop.vectorize.enable", b.getTrue()),
+      llvm::MDNode::get(
+          ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})};
+  // All the lanes in one vector (two or more registers where they are
+  // wider than the target's), so that the loop runs once and is gone; a
+  // narrower width leaves a loop of a few iterations inside every step.
+  if (llvm::isPowerOf2_64(lanes) && lanes <= 16)
+    ops.push_back(hint("llvm.loop.vectorize.width", b.getInt32(lanes)));
+  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
+  self->replaceOperandWith(0, self);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
 }
 
 //===--- Memory -----------------------------------------------------------===//
@@ -429,7 +509,18 @@ void FunctionPrinter::storage() {
   failIf(overflow, GRADC_ERROR_ALLOC, exit);
   llvm::Value *null = b.getFalse();
   for (auto &[bytes, ptr] : heapBlocks) {
-    ptr = b.CreateCall(ms.malloc(), {bytes}, "scratch");
+    if (ms.scratchCache) {
+      llvm::AllocaInst *capacity =
+          ab.CreateAlloca(b.getInt64Ty(), nullptr, "capacity");
+      llvm::CallInst *take =
+          b.CreateCall(ms.scratchTake(), {bytes, capacity}, "scratch");
+      // Like malloc's, the block is reachable through no other pointer.
+      take->addRetAttr(llvm::Attribute::NoAlias);
+      capacities.push_back(capacity);
+      ptr = take;
+    } else {
+      ptr = b.CreateCall(ms.malloc(), {bytes}, "scratch");
+    }
     heap.push_back(ptr);
     // malloc(0) may return null: that is no failure.
     null = b.CreateOr(
@@ -747,11 +838,16 @@ void FunctionPrinter::stmt(const Stmt &s) {
       parallelLoop(s);
       return;
     }
-    forLoop(expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
-      loopVars[s.var] = i;
-      block(s.body);
-      loopVars.erase(s.var);
-    });
+    {
+      llvm::BranchInst *latch = forLoop(
+          expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
+            loopVars[s.var] = i;
+            block(s.body);
+            loopVars.erase(s.var);
+          });
+      if (isLaneLoop(s))
+        markLaneLoop(latch, int64_t(s.extent->value));
+    }
     return;
   case Stmt::Kind::Store: {
     llvm::Value *v = expr(*s.value);
@@ -1198,8 +1294,12 @@ void FunctionPrinter::run() {
   if (!heap.empty()) {
     cleanup->insertInto(llfn);
     b.SetInsertPoint(cleanup);
-    for (llvm::Value *p : heap)
-      b.CreateCall(ms.free(), {p});
+    for (auto [i, p] : llvm::enumerate(heap))
+      if (capacities.empty())
+        b.CreateCall(ms.free(), {p});
+      else
+        b.CreateCall(ms.scratchGive(),
+                     {p, b.CreateLoad(b.getInt64Ty(), capacities[i])});
     b.CreateBr(exit);
   } else {
     delete cleanup;

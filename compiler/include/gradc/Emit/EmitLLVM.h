@@ -44,6 +44,11 @@ struct LLVMOptions {
   /// Also emit `__gradc_call_<symbol>(sizes, args, outs)` per exported
   /// function, the uniform entry point that the JIT calls.
   bool jitWrappers = false;
+  /// Take scratch blocks from, and return them to, a per-thread cache
+  /// that keeps large blocks across calls (gradc_scratch_take/give of the
+  /// math bitcode); false: malloc and free (the JIT, whose code may be
+  /// freed before a thread exits).
+  bool scratchCache = true;
   /// Call CBLAS's cblas_sgemm/cblas_dgemm for an f32/f64 matrix product of
   /// at least blasMinWork multiply-adds (the program must link a CBLAS,
   /// such as OpenBLAS); smaller products stay inline (docs/LLVMBackend.md).

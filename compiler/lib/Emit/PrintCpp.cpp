@@ -686,6 +686,8 @@ void FunctionPrinter::forLoop(const Stmt &s) {
   loopVars[s.var] = v;
   if (s.parallel)
     parallelHead(s);
+  if (loops::isLaneLoop(s))
+    line("GRADC_LANE_LOOP");
   line("for (int64_t " + v + " = 0; " + v + " < " +
        paren(expr(*s.extent), Relational + 1) + "; ++" + v + ") {");
   ++depth;

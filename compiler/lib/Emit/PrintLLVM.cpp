@@ -310,31 +310,6 @@ FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
   return latch;
 }
 
-/// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32
-/// sums in 8 f64 lanes; the lane max): a loop of constant extent, with no
-/// loop inside, that stores or accumulates into a stack buffer at its
-/// own index, `lanes[i] += f64(x[... + i])`. Its extent is a power of two
-/// up to 16 and it writes no local: a loop that is constant only because
-/// a size is known (the `C % 8` rest of a row of 3) or that leaves a value
-/// in a local after it cannot be vectorised as forced, and LLVM then warns
-/// on stderr ("loop not vectorized") on every JIT compile.
-static bool isLaneLoop(const Stmt &s) {
-  if (s.kind != Stmt::Kind::For || s.parallel ||
-      s.extent->kind != Expr::Kind::Const || s.extent->value < 2 ||
-      s.extent->value > 16 || !llvm::isPowerOf2_64(uint64_t(s.extent->value)))
-    return false;
-  bool lanes = false;
-  for (const StmtPtr &st : s.body) {
-    if (st->kind == Stmt::Kind::For || st->kind == Stmt::Kind::KernelCall ||
-        st->kind == Stmt::Kind::Call || st->kind == Stmt::Kind::Check ||
-        (st->buffer && st->buffer->kind == Buffer::Kind::Local))
-      return false;
-    lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
-             st->index->kind == Expr::Kind::LoopVar && st->index->var == s.var;
-  }
-  return lanes;
-}
-
 /// Asks LLVM to vectorise the lane loop that ends with `latch` across its
 /// lanes, and not to unroll it first. LLVM's pipeline fully unrolls a
 /// loop of 8 iterations before the loop vectoriser runs, which then
@@ -358,7 +333,7 @@ void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch, int64_t lanes) {
   // All the lanes in one vector (two or more registers where they are
   // wider than the target's), so that the loop runs once and is gone; a
   // narrower width leaves a loop of a few iterations inside every step.
-  // (isLaneLoop: a power of two up to 16.)
+  // (isLaneLoop: ir::reductionLanes, a power of two.)
   ops.push_back(hint("llvm.loop.vectorize.width", b.getInt32(lanes)));
   llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
   self->replaceOperandWith(0, self);
@@ -851,7 +826,7 @@ void FunctionPrinter::stmt(const Stmt &s) {
             block(s.body);
             loopVars.erase(s.var);
           });
-      if (isLaneLoop(s))
+      if (loops::isLaneLoop(s))
         markLaneLoop(latch, int64_t(s.extent->value));
     }
     return;

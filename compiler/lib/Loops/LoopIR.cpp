@@ -7,6 +7,8 @@
 
 #include "gradc/Loops/LoopIR.h"
 
+#include "gradc/IR/Interpreter.h"
+
 #include <cassert>
 
 using namespace gradc;
@@ -250,6 +252,23 @@ const LoopFunction *LoopModule::lookup(llvm::StringRef name) const {
     if (f->name == name)
       return f.get();
   return nullptr;
+}
+
+bool loops::isLaneLoop(const Stmt &s) {
+  if (s.kind != Stmt::Kind::For || s.parallel ||
+      !isIndexConst(*s.extent, ir::reductionLanes))
+    return false;
+  bool lanes = false, loads = false;
+  for (const StmtPtr &st : s.body) {
+    if (st->kind == Stmt::Kind::For || st->kind == Stmt::Kind::KernelCall ||
+        st->kind == Stmt::Kind::Call || st->kind == Stmt::Kind::Check)
+      return false;
+    lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
+             st->index->kind == Expr::Kind::LoopVar && st->index->var == s.var;
+    walkExprs(*st, [&](const Expr &e) { loads |= e.kind == Expr::Kind::Load; });
+  }
+  // A loop that only sets the lanes (to 0, to -inf) vectorises anyway.
+  return lanes && loads;
 }
 
 void loops::walk(const Block &block, llvm::function_ref<void(const Stmt &)> f) {

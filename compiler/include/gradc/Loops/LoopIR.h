@@ -268,6 +268,21 @@ struct LoopModule {
   const LoopFunction *lookup(llvm::StringRef name) const;
 };
 
+/// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32
+/// sums in 8 f64 lanes; the lane max): a loop over exactly
+/// ir::reductionLanes, with no loop, call or check inside, that stores or
+/// accumulates into a stack buffer at its own index,
+/// `lanes[i] += f64(x[... + i])` (the fused producers of the summand in
+/// locals before it), and reads memory (not the loop that sets the lanes
+/// to 0 or -inf). Both printers keep
+/// it rolled and ask for it to be vectorised across its lanes (PrintLLVM:
+/// loop metadata; PrintCpp: GRADC_LANE_LOOP): unrolled first, GCC and LLVM
+/// vectorise the loop around it instead and run each lane alone. A loop
+/// that is constant only because a size is known (the `C % 8` rest of a
+/// row of 10) is not one: it does not vectorise so, and LLVM warns when a
+/// forced vectorisation fails.
+bool isLaneLoop(const Stmt &s);
+
 /// Walks every statement of a block, nested ones included, in order.
 void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);
 /// Walks every expression of a statement (not of nested statements),

@@ -55,21 +55,28 @@ void copyInto(Lowering &l, Block &block, Buffer *dst, const ExprPtr &dstOffset,
           load(src, at->clone()));
 }
 
+/// Checks in `block` that the index `i` of `op` lies in [0, size) along
+/// `axis`, else GRADC_ERROR_INDEX.
+void checkIndex(Lowering &l, Block &block, const ir::Op &op, const Expr &i,
+                const Dim &size, int64_t axis) {
+  std::string bound =
+      size.isKnown() ? std::to_string(size.getSize()) : size.getName().str();
+  l.check(block,
+          prim(PrimOp::And, prim(PrimOp::Ge, i.clone(), index(0)),
+               prim(PrimOp::Lt, i.clone(), extentOf(size))),
+          CheckStatus::Index,
+          "'" + op.getName().str() + "': an index is out of range [0, " +
+              bound + ") for axis " + std::to_string(axis) +
+              " (GRADC_ERROR_INDEX)");
+}
+
 /// Checks that every element of the i32 tensor `idx` lies in [0, size).
 void checkIndices(Lowering &l, const ir::Op &op, Buffer *idx,
                   llvm::ArrayRef<Dim> idxShape, const Dim &size, int64_t axis) {
   Nest n = l.openNest(l.top(), idxShape);
   ExprPtr i =
       cast(ScalarType::Index, load(idx, Lowering::flatIndex(idxShape, n.idx)));
-  std::string bound =
-      size.isKnown() ? std::to_string(size.getSize()) : size.getName().str();
-  l.check(*n.body,
-          prim(PrimOp::And, prim(PrimOp::Ge, i->clone(), index(0)),
-               prim(PrimOp::Lt, i->clone(), extentOf(size))),
-          CheckStatus::Index,
-          "'" + op.getName().str() + "': an index is out of range [0, " +
-              bound + ") for axis " + std::to_string(axis) +
-              " (GRADC_ERROR_INDEX)");
+  checkIndex(l, *n.body, op, *i, size, axis);
 }
 
 } // namespace
@@ -261,18 +268,10 @@ bool lowerTakeRow(Lowering &l, const ir::Op &op, int64_t axis) {
   if (!i || !in)
     return false;
   const Dim &size = tableShape[axis];
-  std::string bound =
-      size.isKnown() ? std::to_string(size.getSize()) : size.getName().str();
   bool inRange = i->kind == Expr::Kind::Const && size.isKnown() &&
                  i->value >= 0 && i->value < double(size.getSize());
   if (!inRange)
-    l.check(l.top(),
-            prim(PrimOp::And, prim(PrimOp::Ge, i->clone(), index(0)),
-                 prim(PrimOp::Lt, i->clone(), extentOf(size))),
-            CheckStatus::Index,
-            "'" + op.getName().str() + "': an index is out of range [0, " +
-                bound + ") for axis " + std::to_string(axis) +
-                " (GRADC_ERROR_INDEX)");
+    checkIndex(l, l.top(), op, *i, size, axis);
   const TensorType &type = op.getResult()->getType();
   Buffer *view = l.fn.addBuffer(
       Buffer::Kind::Alias, type.dtype, type.shape,

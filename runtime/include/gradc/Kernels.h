@@ -330,8 +330,8 @@ void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
 /// in increasing p, in Acc, as panelRows does: the same bits.
 template <typename T>
 void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
-                  const T *GRADC_RESTRICT b, Transpose tb,
-                  T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
+                  const T *GRADC_RESTRICT b, Transpose tb, T *GRADC_RESTRICT c,
+                  int64_t m, int64_t n, int64_t k) {
   using Acc = typename Accumulator<T>::type;
   constexpr int64_t kBlock = 64, rows = 16, maxCols = 16;
   Acc pa[kBlock * rows];
@@ -345,13 +345,13 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
       int64_t kb = std::min(kBlock, k - p0);
       for (int64_t p = 0; p < kb; ++p)
         for (int64_t r = 0; r < rows; ++r)
-          pa[p * rows + r] = static_cast<Acc>(
-              ta ? a[(p0 + p) * m + i + r] : a[(i + r) * k + p0 + p]);
+          pa[p * rows + r] = static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
+                                                 : a[(i + r) * k + p0 + p]);
       for (int64_t p = 0; p < kb; ++p) {
         const Acc *GRADC_RESTRICT ap = pa + p * rows;
         for (int64_t q = 0; q < n; ++q) {
-          Acc bq = static_cast<Acc>(tb ? b[q * k + p0 + p]
-                                       : b[(p0 + p) * n + q]);
+          Acc bq =
+              static_cast<Acc>(tb ? b[q * k + p0 + p] : b[(p0 + p) * n + q]);
           for (int64_t r = 0; r < rows; ++r)
             acc[q][r] += ap[r] * bq;
         }

@@ -8,12 +8,18 @@
 //       -o /tmp/math-ulp   (one line)
 //   /tmp/math-ulp sin [THREADS]          every one of the 2^32 f32 inputs
 //   /tmp/math-ulp pow [THREADS] [STRIDE] the dense 2-D sample of pow
+//   /tmp/math-ulp small-trig [THREADS]   sinSmall/cosSmall against sin/cos
 //
 // The reference is double-precision libm (glibc's is correctly rounded in
 // practice for these), the error is in ulp of the correctly rounded f32
 // result, and a result that differs at a special value (NaN, inf, a zero
 // of the wrong sign) counts as an error of 1e9. Prints the largest error
 // and the input where it occurs.
+//
+// small-trig compares the small-argument sin and cos (the fast path of the
+// generated code) with sin and cos bit for bit, for every f32 below
+// detail::smallTrigBound in magnitude, and checks that they flag every
+// other f32; prints the number of mismatches (0: the paths agree).
 //
 // pow's sample: x runs over every STRIDE-th f32 bit pattern (default
 // 4093, about a million x, both signs, subnormals to inf and NaN) and y
@@ -157,6 +163,32 @@ Worst powSample(int threads, uint32_t stride) {
   return all;
 }
 
+/// Mismatches between the small-argument and the general sin and cos.
+uint64_t smallTrigMismatches(int threads) {
+  std::vector<uint64_t> bad(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (uint64_t u = t; u < (uint64_t(1) << 32); u += threads) {
+        float x = floatOf(static_cast<uint32_t>(u));
+        int32_t flag = 0;
+        float s = gradc::sinSmall(x, flag), c = gradc::cosSmall(x, flag);
+        bool small = std::fabs(x) < gradc::detail::smallTrigBound;
+        using gradc::detail::bitsOf;
+        if (flag != !small ||
+            (small && (bitsOf(s) != bitsOf(gradc::sin(x)) ||
+                       bitsOf(c) != bitsOf(gradc::cos(x)))))
+          ++bad[t];
+      }
+    });
+  for (std::thread &th : pool)
+    th.join();
+  uint64_t all = 0;
+  for (uint64_t b : bad)
+    all += b;
+  return all;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -170,6 +202,11 @@ int main(int argc, char **argv) {
     Worst w = powSample(threads, stride);
     std::printf("pow: max %.4f ulp at x = %a, y = %a\n", w.error, w.x, w.y);
     return 0;
+  }
+  if (std::strcmp(argv[1], "small-trig") == 0) {
+    uint64_t bad = smallTrigMismatches(threads);
+    std::printf("small-trig: %llu mismatches\n", (unsigned long long)bad);
+    return bad != 0;
   }
   for (const UnaryFunction &fn : unaryFunctions)
     if (std::strcmp(argv[1], fn.name) == 0) {

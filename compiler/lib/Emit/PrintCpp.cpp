@@ -177,6 +177,8 @@ private:
   void call(const Stmt &s);
   void kernelCall(const Stmt &s);
   void findTransposedOperands();
+  void rangeVersion();
+  void failureReturn(const std::string &status);
   std::string signature() const;
 
   const ir::Module &module;
@@ -199,6 +201,16 @@ private:
   unsigned depth = 0;
   std::string statusName, divStatusName;
   bool dividesI32 = false;
+  /// The function has a range version (loops::hasRangeVersion), and the
+  /// first copy's flag; `smallTrig` while that copy is printed.
+  bool rangeVersioned = false;
+  bool smallTrig = false;
+  bool usesGeneralLabel = false;
+  std::string rangeFlagName;
+  /// In a lane loop the flag is one per lane (GCC vectorises a lane loop
+  /// with an `|=` of one flag five times slower than without: it reduces
+  /// the vector on every trip), named `laneFlagsName[laneVar]`.
+  std::string laneFlagsName, laneVar;
   unsigned indent = 2;
   std::string lastComment;
   /// Matmul operands that a loop nest only transposes: the buffer, what it
@@ -250,6 +262,10 @@ void FunctionPrinter::nameEverything() {
   }
   statusName = scope.claim("status");
   divStatusName = scope.claim("div_status");
+  if (rangeVersioned) {
+    rangeFlagName = scope.claim("outOfRange");
+    laneFlagsName = scope.claim("outOfRangeLanes");
+  }
   const llvm::StringRef candidates[] = {"i", "j", "k", "l"};
   for (unsigned d = 0; d < 32; ++d) {
     std::string v = d < 4 ? candidates[d].str() : "i" + std::to_string(d);
@@ -340,9 +356,15 @@ Text FunctionPrinter::expr(const Expr &e) const {
     default:
       callee = "gradc::" + intrinsicName(e.fn).str();
     }
+    bool small = smallTrig && loops::hasSmallArgumentVersion(e);
+    if (small)
+      callee += "Small";
     std::vector<std::string> args;
     for (const ExprPtr &a : e.args)
       args.push_back(flat(*a));
+    if (small)
+      args.push_back(laneVar.empty() ? rangeFlagName
+                                     : laneFlagsName + "[" + laneVar + "]");
     return {callee + "(" + llvm::join(args, ", ") + ")", Atom};
   }
   case Expr::Kind::Select: {
@@ -684,9 +706,10 @@ void FunctionPrinter::block(const Block &b) {
 void FunctionPrinter::forLoop(const Stmt &s) {
   std::string v = depthNames[std::min<size_t>(depth, depthNames.size() - 1)];
   loopVars[s.var] = v;
-  if (s.parallel)
+  if (s.parallel && !smallTrig)
     parallelHead(s);
-  if (loops::isLaneLoop(s))
+  bool lanes = loops::isLaneLoop(s);
+  if (lanes)
     line("GRADC_LANE_LOOP");
   line("for (int64_t " + v + " = 0; " + v + " < " +
        paren(expr(*s.extent), Relational + 1) + "; ++" + v + ") {");
@@ -694,7 +717,10 @@ void FunctionPrinter::forLoop(const Stmt &s) {
   indent += 2;
   if (s.parallel)
     privateCopies(s);
+  if (lanes)
+    laneVar = v;
   block(s.body);
+  laneVar.clear();
   indent -= 2;
   --depth;
   line("}");
@@ -786,8 +812,14 @@ void FunctionPrinter::call(const Stmt &s) {
     line(c + ";");
     return;
   }
-  line("if (int " + statusName + " = " + c + ")");
-  line("  return " + statusName + ";");
+  if (!smallTrig) {
+    line("if (int " + statusName + " = " + c + ")");
+    line("  return " + statusName + ";");
+    return;
+  }
+  line("if (int " + statusName + " = " + c + ") {");
+  failureReturn(statusName);
+  line("}");
 }
 
 /// z = a @ b on M x K and K x N matrices at those offsets; an operand that
@@ -958,8 +990,14 @@ void FunctionPrinter::stmt(const Stmt &s) {
     accumulate(s);
     return;
   case Stmt::Kind::Check:
-    line("if (!" + paren(expr(*s.cond), Atom) + ")");
-    line("  return " + checkStatusName(s.status).str() + ";");
+    if (!smallTrig) {
+      line("if (!" + paren(expr(*s.cond), Atom) + ")");
+      line("  return " + checkStatusName(s.status).str() + ";");
+      return;
+    }
+    line("if (!" + paren(expr(*s.cond), Atom) + ") {");
+    failureReturn(checkStatusName(s.status).str());
+    line("}");
     return;
   case Stmt::Kind::KernelCall:
     kernelCall(s);
@@ -968,6 +1006,55 @@ void FunctionPrinter::stmt(const Stmt &s) {
     call(s);
     return;
   }
+}
+
+/// The first copy of a function with a range version (docs/Loops.md): the
+/// body with gradc::sinSmall/cosSmall, which set the flag for an argument
+/// of 2^30 or more (or inf or NaN), serially (threads run only the second
+/// copy); it returns when no argument was out of range, and otherwise
+/// the body runs again as it is, from the start (it reads only its
+/// inputs, and writes every output and temporary before it reads it).
+void FunctionPrinter::rangeVersion() {
+  line("int32_t " + rangeFlagName + " = 0;");
+  bool laneFlags = false;
+  walk(fn.body, [&](const Stmt &s) {
+    laneFlags |= loops::isLaneLoop(s) && loops::callsSmallArgumentVersion(s);
+  });
+  std::string lane = depthNames[0];
+  if (laneFlags)
+    line("int32_t " + laneFlagsName + "[" +
+         std::to_string(ir::reductionLanes) + "] = {};");
+  bool threads = llvm::any_of(
+      fn.body, [](const StmtPtr &s) { return s->parallel; });
+  line(threads ? "if (gradc::numThreads() == 1) {" : "{");
+  indent += 2;
+  smallTrig = true;
+  block(fn.body);
+  smallTrig = false;
+  if (laneFlags) {
+    line("for (int64_t " + lane + " = 0; " + lane + " < " +
+         std::to_string(ir::reductionLanes) + "; ++" + lane + ")");
+    line("  " + rangeFlagName + " |= " + laneFlagsName + "[" + lane + "];");
+  }
+  line("if (!" + rangeFlagName + ")");
+  line("  return GRADC_OK;");
+  indent -= 2;
+  line("}");
+  if (usesGeneralLabel)
+    out += "gradc_general:\n";
+  lastComment.clear();
+}
+
+/// In the first copy of a range version a failure may come from an
+/// argument out of range (a value made from its meaningless sin): then
+/// the second copy decides.
+void FunctionPrinter::failureReturn(const std::string &status) {
+  indent += 2;
+  line("if (" + rangeFlagName + ")");
+  line("  goto gradc_general;");
+  line("return " + status + ";");
+  indent -= 2;
+  usesGeneralLabel = true;
 }
 
 /// The comment and the first line(s) of the definition, up to `{`.
@@ -994,6 +1081,7 @@ std::string FunctionPrinter::signature() const {
 }
 
 void FunctionPrinter::run() {
+  rangeVersioned = loops::hasRangeVersion(fn);
   nameEverything();
   walk(fn.body, [&](const Stmt &s) {
     walkExprs(s, [&](const Expr &e) {
@@ -1009,6 +1097,8 @@ void FunctionPrinter::run() {
   out += signature();
   prologue();
   declarations();
+  if (rangeVersioned)
+    rangeVersion();
   block(fn.body);
   line("return GRADC_OK;");
   out += "}\n";

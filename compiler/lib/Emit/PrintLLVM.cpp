@@ -92,6 +92,15 @@ struct ModuleState {
         ("gradc_math_" + name + "_f32").str(),
         llvm::FunctionType::get(f32, params, false));
   }
+  /// gradc_math_sinSmall_f32(x, flag): a range version's sin and cos.
+  llvm::FunctionCallee smallTrigFunction(llvm::StringRef name) {
+    llvm::LLVMContext &ctx = llvmModule.getContext();
+    llvm::Type *f32 = llvm::Type::getFloatTy(ctx);
+    return llvmModule.getOrInsertFunction(
+        ("gradc_math_" + name + "Small_f32").str(),
+        llvm::FunctionType::get(f32, {f32, llvm::PointerType::get(ctx, 0)},
+                                false));
+  }
   llvm::FunctionCallee libm(llvm::StringRef name, unsigned arity) {
     llvm::Type *f64 = llvm::Type::getDoubleTy(llvmModule.getContext());
     llvm::SmallVector<llvm::Type *, 2> params(arity, f64);
@@ -172,6 +181,8 @@ private:
                             llvm::Value *start = nullptr);
   void markLaneLoop(llvm::BranchInst *latch, int64_t lanes);
   void parallelLoop(const Stmt &s);
+  void privatesHere(const Stmt &s);
+  void rangeVersion();
 
   // Memory.
   void prologue();
@@ -216,6 +227,10 @@ private:
   /// Where a failure goes: `exit` before the heap exists, `cleanup` after.
   llvm::BasicBlock *failTarget = nullptr;
   llvm::AllocaInst *statusSlot = nullptr;
+  /// A range version's flag (loops::hasRangeVersion), and whether the
+  /// first copy, with the small-argument sin and cos, is being printed.
+  llvm::AllocaInst *rangeFlag = nullptr;
+  bool smallTrig = false;
   llvm::StringMap<llvm::Value *> sizes;
   /// Each buffer's first element (a scalar parameter: its value).
   llvm::DenseMap<const Buffer *, llvm::Value *> pointers;
@@ -767,6 +782,9 @@ llvm::Value *FunctionPrinter::intrinsic(const Expr &e) {
     args.push_back(expr(*a));
   if (e.fn == Intrinsic::Sqrt)
     return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
+  if (smallTrig && loops::hasSmallArgumentVersion(e))
+    return b.CreateCall(ms.smallTrigFunction(intrinsicName(e.fn)),
+                        {args[0], rangeFlag});
   if (e.type == ScalarType::F32 && e.fn != Intrinsic::Log1p)
     return b.CreateCall(ms.mathFunction(intrinsicName(e.fn), args.size()),
                         args);
@@ -815,10 +833,12 @@ void FunctionPrinter::block(const Block &blk) {
 void FunctionPrinter::stmt(const Stmt &s) {
   switch (s.kind) {
   case Stmt::Kind::For:
-    if (s.parallel) {
+    if (s.parallel && !smallTrig) {
       parallelLoop(s);
       return;
     }
+    if (s.parallel)
+      privatesHere(s);
     {
       llvm::BranchInst *latch = forLoop(
           expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
@@ -1219,6 +1239,66 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   b.SetInsertPoint(after);
 }
 
+/// A parallel loop run here, in a range version's first copy: its private
+/// buffers in this function's frame.
+void FunctionPrinter::privatesHere(const Stmt &s) {
+  llvm::IRBuilder<> ab(entry, entry->begin());
+  for (const Buffer *buf : s.privates) {
+    if (pointers.count(buf))
+      continue;
+    int64_t count = 1;
+    for (const Dim &d : buf->shape)
+      count *= d.getSize();
+    llvm::Type *type = memoryType(buf->dtype);
+    if (buf->kind == Buffer::Kind::Stack)
+      type = llvm::ArrayType::get(type, std::max<int64_t>(count, 1));
+    llvm::AllocaInst *a = ab.CreateAlloca(type, nullptr, valueName(buf));
+    a->setAlignment(llvm::Align(16));
+    pointers[buf] = a;
+  }
+}
+
+/// The first copy of a function with a range version (docs/Loops.md;
+/// PrintCpp's rangeVersion prints the same): the body with the
+/// small-argument sin and cos, which set the flag for an argument of 2^30
+/// or more (or inf or NaN), serially; it returns when none was out of
+/// range, and otherwise (also when a failure may come from such an
+/// argument) the body runs again as it is. Threads run only the second.
+void FunctionPrinter::rangeVersion() {
+  {
+    llvm::IRBuilder<> ab(entry, entry->begin());
+    rangeFlag = ab.CreateAlloca(b.getInt32Ty(), nullptr, "outOfRange");
+  }
+  b.CreateStore(b.getInt32(0), rangeFlag);
+  auto *fast = llvm::BasicBlock::Create(ctx, "range.small", llfn);
+  auto *general = llvm::BasicBlock::Create(ctx, "range.general");
+  auto *fastFail = llvm::BasicBlock::Create(ctx, "range.fail");
+  if (llvm::any_of(fn.body, [](const StmtPtr &s) { return s->parallel; }))
+    b.CreateCondBr(b.CreateICmpEQ(b.CreateCall(ms.threadCount()),
+                                  b.getInt32(1)),
+                   fast, general);
+  else
+    b.CreateBr(fast);
+  b.SetInsertPoint(fast);
+  llvm::BasicBlock *failed = failTarget;
+  failTarget = fastFail;
+  smallTrig = true;
+  block(fn.body);
+  smallTrig = false;
+  failTarget = failed;
+  llvm::Value *none = b.CreateICmpEQ(
+      b.CreateLoad(b.getInt32Ty(), rangeFlag), b.getInt32(0));
+  b.CreateStore(b.getInt32(GRADC_OK), statusSlot);
+  b.CreateCondBr(none, heap.empty() ? exit : cleanup, general);
+  fastFail->insertInto(llfn);
+  b.SetInsertPoint(fastFail);
+  llvm::Value *out = b.CreateICmpNE(b.CreateLoad(b.getInt32Ty(), rangeFlag),
+                                    b.getInt32(0));
+  b.CreateCondBr(out, general, failed);
+  general->insertInto(llfn);
+  b.SetInsertPoint(general);
+}
+
 /// A call through the C ABI (sizes, inputs, outputs); a scalar input goes
 /// by value. A non-zero status is returned as is.
 void FunctionPrinter::call(const Stmt &s) {
@@ -1269,6 +1349,8 @@ void FunctionPrinter::run() {
   for (const auto &buf : fn.buffers)
     if (buf->kind == Buffer::Kind::Alias)
       pointerOf(buf.get());
+  if (loops::hasRangeVersion(fn))
+    rangeVersion();
   block(fn.body);
   b.CreateStore(b.getInt32(GRADC_OK), statusSlot);
   b.CreateBr(heap.empty() ? exit : cleanup);

@@ -271,6 +271,27 @@ bool loops::isLaneLoop(const Stmt &s) {
   return lanes && loads;
 }
 
+bool loops::hasSmallArgumentVersion(const Expr &e) {
+  return e.kind == Expr::Kind::Intrinsic && e.type == ScalarType::F32 &&
+         (e.fn == Intrinsic::Sin || e.fn == Intrinsic::Cos);
+}
+
+bool loops::callsSmallArgumentVersion(const Stmt &s) {
+  bool calls = false;
+  auto note = [&](const Stmt &st) {
+    walkExprs(st, [&](const Expr &e) { calls |= hasSmallArgumentVersion(e); });
+  };
+  note(s);
+  walk(s.body, note);
+  return calls;
+}
+
+bool loops::hasRangeVersion(const LoopFunction &fn) {
+  return llvm::any_of(fn.body, [](const StmtPtr &s) {
+    return callsSmallArgumentVersion(*s);
+  });
+}
+
 void loops::walk(const Block &block, llvm::function_ref<void(const Stmt &)> f) {
   for (const StmtPtr &s : block) {
     f(*s);

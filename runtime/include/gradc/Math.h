@@ -395,16 +395,12 @@ GRADC_MATH_INLINE double cosPoly(double r) {
   return 1.0 + z * p;
 }
 
-/// sin x (cosine = false) or cos x (true) of an f32, via sin/cos of
-/// x = (4k + q + f) pi/2: sin x is sin r, cos r, -sin r, -cos r for q = 0,
-/// 1, 2, 3 with r = f pi/2, and cos x = sin(x + pi/2) shifts q by one.
-GRADC_MATH_INLINE float sinCos(float x, bool cosine) {
-  float a = std::fabs(x);
-  bool finite = a <= std::numeric_limits<float>::max();
-  double xd = gradc::select(finite, static_cast<double>(x), 0.0);
-  uint64_t q;
-  double fHi, fLo;
-  reduceHalfPi(xd, q, fHi, fLo);
+/// sin x (cosine = false) or cos x (true) as a double, from x = (4k + q +
+/// f) pi/2 with f = fHi + fLo: sin x is sin r, cos r, -sin r, -cos r for
+/// q = 0, 1, 2, 3 with r = f pi/2, and cos x = sin(x + pi/2) shifts q by
+/// one.
+GRADC_MATH_INLINE double sinCosReduced(uint64_t q, double fHi, double fLo,
+                                       bool cosine) {
   // r = f pi/2, pi/2 as a double-double (hi 0x1.921fb54442d18p+0).
   double r = fHi * 1.5707963267948966 +
              (fHi * 6.123233995736766e-17 + fLo * 1.5707963267948966);
@@ -415,11 +411,61 @@ GRADC_MATH_INLINE float sinCos(float x, bool cosine) {
   // supported"), a comparison of floating-point values does not.
   uint64_t odd = uint64_t(0) - (q & 1);
   double v = doubleOf((bitsOf(c) & odd) | (bitsOf(s) & ~odd));
-  v = doubleOf(bitsOf(v) ^ ((q & 2) << 62)); // -v in quadrants 2 and 3
-  float result = static_cast<float>(v);
+  return doubleOf(bitsOf(v) ^ ((q & 2) << 62)); // -v in quadrants 2 and 3
+}
+
+/// sin x or cos x of any f32 by the exact reduction (sinCosReduced).
+GRADC_MATH_INLINE float sinCosAny(float x, bool cosine) {
+  float a = std::fabs(x);
+  bool finite = a <= std::numeric_limits<float>::max();
+  double xd = gradc::select(finite, static_cast<double>(x), 0.0);
+  uint64_t q;
+  double fHi, fLo;
+  reduceHalfPi(xd, q, fHi, fLo);
+  float result = static_cast<float>(sinCosReduced(q, fHi, fLo, cosine));
   // NaN for inf and NaN (x - x), and sin(+-0) = +-0.
   result = gradc::select(finite, result, x - x);
   return cosine ? result : gradc::select(x == 0.0f, x, result);
+}
+
+/// The magnitude below which sin and cos take sinCosSmall.
+constexpr float smallTrigBound = 1048576.0f; // 2^20
+
+/// sin x or cos x for |x| < 2^20 (smallTrigBound), about as fast as exp:
+/// x = k pi/2 + r by Cody and Waite in double, with pi/2 in two parts,
+/// the first of 32 bits so that k P1 is exact for k < 2^21, which leaves
+/// r within 2^-64 (against the 2^-30 or so that an f32 below 2^20 comes
+/// to a multiple of pi/2); then r in f32 and the f32 polynomials of
+/// Cephes' sinf and cosf on [-pi/4, pi/4], and the quadrant as masks.
+GRADC_MATH_INLINE float sinCosSmall(float x, bool cosine) {
+  double xd = x;
+  double t = xd * 0.6366197723675814 + 6755399441055744.0; // 1.5 * 2^52
+  double k = t - 6755399441055744.0;
+  // k's two's complement is in the low bits of t; cos x = sin(x + pi/2).
+  uint32_t q = static_cast<uint32_t>(bitsOf(t)) + (cosine ? 1u : 0u);
+  double r = (xd - k * 0x1.921fb544p+0) - k * 0x1.0b4611a626331p-34;
+  float rf = static_cast<float>(r);
+  float z = rf * rf;
+  float ps = -1.9515295891e-4f;
+  ps = ps * z + 8.3321608736e-3f;
+  ps = ps * z - 1.6666654611e-1f;
+  float s = rf + rf * z * ps;
+  float pc = 2.443315711809948e-5f;
+  pc = pc * z - 1.388731625493765e-3f;
+  pc = pc * z + 4.166664568298827e-2f;
+  float c = 1.0f - 0.5f * z + z * z * pc;
+  // sin r, cos r, -sin r, -cos r in quadrants 0 to 3 (sinCosReduced).
+  uint32_t odd = 0u - (q & 1u);
+  uint32_t v = (bitsOf(c) & odd) | (bitsOf(s) & ~odd);
+  float result = floatOf(v ^ ((q & 2u) << 30));
+  return cosine ? result : gradc::select(x == 0.0f, x, result);
+}
+
+/// sin x or cos x of an f32: sinCosSmall below 2^20, sinCosAny above
+/// (and for inf and NaN).
+GRADC_MATH_INLINE float sinCos(float x, bool cosine) {
+  return gradc::select(std::fabs(x) < smallTrigBound, sinCosSmall(x, cosine),
+                       sinCosAny(x, cosine));
 }
 
 /// log2 a in double for a finite a > 0: a = 2^e m with m in [sqrt(1/2),
@@ -477,13 +523,30 @@ GRADC_MATH_INLINE double exp2Bounded(double z) {
 
 } // namespace detail
 
-/// sin x; at most 0.5 ulp plus the double rounding of a result computed
-/// in double (measured over every f32: docs/Math.md). Exact reduction for
-/// every finite x; NaN for inf and NaN; sin(-0) = -0.
+/// sin x; at most 1.6 ulp below 2^20, 0.5 ulp plus the double rounding
+/// of a result computed in double above (measured over every f32:
+/// docs/Math.md). NaN for inf and NaN; sin(-0) = -0.
 GRADC_MATH_INLINE float sin(float x) { return detail::sinCos(x, false); }
 
 /// cos x; as sin.
 GRADC_MATH_INLINE float cos(float x) { return detail::sinCos(x, true); }
+
+/// sin x for |x| < 2^20 (detail::smallTrigBound), bit for bit; sets
+/// `outOfRange` to 1 for any other x (inf and NaN too), whose result is
+/// then meaningless. The generated code runs a function whose sin and cos
+/// all take this path first, and again with sin when one was out of range
+/// (docs/Loops.md, "Range versions"): sin computes both paths, this one
+/// a fifth of it.
+GRADC_MATH_INLINE float sinSmall(float x, int32_t &outOfRange) {
+  outOfRange |= !(std::fabs(x) < detail::smallTrigBound);
+  return detail::sinCosSmall(x, false);
+}
+
+/// cos x for |x| < 2^20; as sinSmall.
+GRADC_MATH_INLINE float cosSmall(float x, int32_t &outOfRange) {
+  outOfRange |= !(std::fabs(x) < detail::smallTrigBound);
+  return detail::sinCosSmall(x, true);
+}
 
 /// atan x, computed in double; as sin (docs/Math.md). atan(+-inf) =
 /// +-pi/2 rounded, atan(-0) = -0, NaN propagated.

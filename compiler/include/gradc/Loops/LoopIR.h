@@ -283,6 +283,23 @@ struct LoopModule {
 /// forced vectorisation fails.
 bool isLaneLoop(const Stmt &s);
 
+/// Whether a function gets a range version (docs/Loops.md): its f32 sin
+/// and cos cost a third when their arguments are below 2^30 in magnitude
+/// (gradc::sinSmall), so the printers print the body twice: first with
+/// the small-argument functions, serially, which note any argument out of
+/// range, and then, only when one was (or when threads would run it), as
+/// it is. Both compute the same bits. True when the body calls f32 sin or
+/// cos.
+bool hasRangeVersion(const LoopFunction &fn);
+
+/// Whether `e` is a call that a range version's first copy makes with a
+/// small-argument function: f32 sin or cos.
+bool hasSmallArgumentVersion(const Expr &e);
+
+/// Whether a statement's expressions, or those of the statements in it,
+/// make such a call.
+bool callsSmallArgumentVersion(const Stmt &s);
+
 /// Walks every statement of a block, nested ones included, in order.
 void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);
 /// Walks every expression of a statement (not of nested statements),

@@ -108,8 +108,7 @@ private:
       for (const StmtPtr &s : block) {
         walkExprs(*s, [&](const Expr &e) {
           if (e.kind == Expr::Kind::Load &&
-              e.buffer->kind == Buffer::Kind::Local &&
-              !defined.count(e.buffer))
+              e.buffer->kind == Buffer::Kind::Local && !defined.count(e.buffer))
             bad.insert(e.buffer);
         });
         if (s->kind == Stmt::Kind::Accumulate && s->buffer &&
@@ -138,7 +137,8 @@ private:
 
   /// The indices at which the statements of a block before the current
   /// one store into each buffer (by root; views at offset 0 only).
-  using Stored = llvm::DenseMap<const Buffer *, llvm::SmallVector<const Expr *, 2>>;
+  using Stored =
+      llvm::DenseMap<const Buffer *, llvm::SmallVector<const Expr *, 2>>;
 
   /// Moves the invariant definitions of each loop of `block` (after those
   /// of the loops inside it) to just before that loop.

@@ -178,9 +178,8 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
     // no loop. The same value, bit for bit.
     std::optional<double> splat = l.splatValue(x);
     if (!isInt && splat && (*splat == 0 || *splat == 1)) {
-      ExprPtr v = *splat == 0
-                      ? constant(accType, 0)
-                      : cast(accType, extentOf(reducedShape));
+      ExprPtr v = *splat == 0 ? constant(accType, 0)
+                              : cast(accType, extentOf(reducedShape));
       if (kind == OpKind::Mean)
         v = prim(PrimOp::Div, std::move(v),
                  cast(ScalarType::F64, extentOf(reducedShape)));

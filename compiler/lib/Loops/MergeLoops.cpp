@@ -27,6 +27,16 @@
 //     becomes one row (`%b[%i * S + r]` -> `%b[r]`, shape without its
 //     first dimension; a local when the row is one element).
 //
+// Before 1, step 0 (twice) merges a loop into an earlier one that it
+// shares a buffer with, as 1 says, over the statements between them (at
+// most `window` back): each either moves below the merged loop (no buffer
+// that it and the loop touch is written by either) or above the earlier
+// loop (likewise independent of that loop and of the statements it
+// crosses); checks and calls move nowhere. After 2, step 3 merges
+// adjacent inner loops over the same extent whose shared buffers are
+// touched at one index `%j + r`. K5's gradient so becomes one loop over
+// the rows, its column sums inside, and its row passes fewer.
+//
 // Linear time: each statement's accesses are collected once, into a
 // summary per loop (per root buffer: written? every access row by row?)
 // that a merge updates instead of recollecting the growing loop; step 2
@@ -44,6 +54,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cmath>
@@ -378,14 +389,17 @@ private:
     return true;
   }
 
-  /// Whether `a` and `b` touch a buffer in common (then a merge keeps its
-  /// rows in cache for both).
+  /// Whether the loops `a` and `b` both touch a buffer row by row (then a
+  /// merge keeps its rows in cache for both; a loop that shares only a
+  /// scalar with an earlier one stays where it is, so that no buffer it
+  /// writes lives longer).
   bool shares(const Summary &a, const Summary &b) {
     const Summary &small = a.uses.size() <= b.uses.size() ? a : b;
     const Summary &large = &small == &a ? b : a;
     for (const auto &[root, u] : small.uses) {
       ++work;
-      if (large.uses.count(root))
+      auto it = large.uses.find(root);
+      if (it != large.uses.end() && u.rows && it->second.rows)
         return true;
     }
     return false;
@@ -534,6 +548,14 @@ private:
       note(x, false);
     for (const Access &x : inB)
       note(x, true);
+    // The loops nested in either: an index that one of them moves
+    // touches several elements per iteration.
+    llvm::SmallVector<unsigned, 4> nested;
+    for (const Stmt *loop : {&a, &b})
+      walk(loop->body, [&](const Stmt &t) {
+        if (t.kind == Stmt::Kind::For)
+          nested.push_back(t.var);
+      });
     for (const auto &[root, u] : uses) {
       if (!u.inA || !u.inB || !(u.writesA || u.writesB))
         continue;
@@ -546,7 +568,9 @@ private:
       for (const Expr *t : terms)
         if (usesVar(*t, a.var))
           moving += t->kind == Expr::Kind::LoopVar ? 1 : 2;
-      if (moving != 1)
+      if (moving != 1 || llvm::any_of(nested, [&](unsigned v) {
+            return usesVar(*u.index, v);
+          }))
         return false;
     }
     return true;

@@ -22,6 +22,10 @@ const LoopPass loopPasses[] = {
      "read, instead of storing it, and one cheap to recompute in each pass "
      "that reads it (Fuse.cpp)",
      fuseElementwise},
+    {"hoist",
+     "moves the definition of a local that an inner loop does not change "
+     "out of that loop (Hoist.cpp)",
+     hoistInvariants},
     {"merge",
      "merges adjacent loops over the same rows when each buffer both use "
      "is used row by row, and shrinks a scratch buffer used one row at a "

@@ -37,6 +37,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace gradc;
 using namespace gradc::loops;
@@ -170,6 +171,21 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
 
   if (kind == OpKind::Sum || kind == OpKind::Mean) {
     ScalarType accType = kind == OpKind::Mean ? ScalarType::F64 : wide;
+    // A float sum of n terms that are all +-0 or all 1 (the gradient of
+    // `mean` sums ones for its count): every partial sum, in whatever
+    // order and lanes, is an integer below 2^53, so exact, and the sum is
+    // n (+0 for zeros: accumulators start at +0, and +0 + -0 = +0), with
+    // no loop. The same value, bit for bit.
+    std::optional<double> splat = l.splatValue(x);
+    if (!isInt && splat && (*splat == 0 || *splat == 1)) {
+      ExprPtr v = *splat == 0 ? constant(accType, 0)
+                              : cast(accType, extentOf(reducedShape));
+      if (kind == OpKind::Mean)
+        v = prim(PrimOp::Div, std::move(v),
+                 cast(ScalarType::F64, extentOf(reducedShape)));
+      l.store(body, out, std::move(outIndex), std::move(v));
+      return true;
+    }
     Buffer *acc = sumInto(
         accType, "acc", [&](ExprPtr x) { return cast(accType, std::move(x)); });
     ExprPtr v = load(acc, index(0));

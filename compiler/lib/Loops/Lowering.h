@@ -16,6 +16,8 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <optional>
+
 #include <string>
 #include <vector>
 
@@ -47,6 +49,13 @@ public:
   /// readers use the number itself, and no buffer exists unless a call,
   /// a kernel or a layout op needs one.
   void setSplat(const ir::Value *v, double value) { splats[v] = value; }
+  /// The number that `v` is everywhere, when it is a splat with no buffer.
+  std::optional<double> splatValue(const ir::Value *v) const {
+    auto it = splats.find(v);
+    if (it == splats.end() || buffers.count(v))
+      return std::nullopt;
+    return it->second;
+  }
   /// The buffer for result `i` of `op`: the function's output when the
   /// value is returned and owns one, else new scratch memory.
   Buffer *resultBuffer(const ir::Op &op, unsigned i = 0);

@@ -27,6 +27,16 @@
 //     becomes one row (`%b[%i * S + r]` -> `%b[r]`, shape without its
 //     first dimension; a local when the row is one element).
 //
+// Before 1, step 0 (twice) merges a loop into an earlier one that it
+// shares a buffer with, as 1 says, over the statements between them (at
+// most `window` back): each either moves below the merged loop (no buffer
+// that it and the loop touch is written by either) or above the earlier
+// loop (likewise independent of that loop and of the statements it
+// crosses); checks and calls move nowhere. After 2, step 3 merges
+// adjacent inner loops over the same extent whose shared buffers are
+// touched at one index `%j + r`. K5's gradient so becomes one loop over
+// the rows, its column sums inside, and its row passes fewer.
+//
 // Linear time: each statement's accesses are collected once, into a
 // summary per loop (per root buffer: written? every access row by row?)
 // that a merge updates instead of recollecting the growing loop; step 2
@@ -44,6 +54,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cmath>
@@ -291,6 +302,11 @@ public:
     for (const StmtPtr &s : fn.body)
       if (s->kind == Stmt::Kind::KernelCall)
         matmulInputs.insert(s->inputs.begin(), s->inputs.end());
+    // Twice: a loop that shares nothing with an earlier one may share a
+    // buffer with it once the first round merged more into it (K5's
+    // column sum of c, after the passes that read c joined the rows).
+    for (int round = 0; round < 2; ++round)
+      mergeAcross();
     Block merged;
     Summary back;
     for (StmtPtr &s : fn.body) {
@@ -308,6 +324,9 @@ public:
     }
     fn.body = std::move(merged);
     contract();
+    for (StmtPtr &s : fn.body)
+      if (s->kind == Stmt::Kind::For)
+        mergeInner(s->body);
   }
 
 private:
@@ -321,15 +340,14 @@ private:
   /// The summary of the top-level statement `s`.
   Summary summarize(const Stmt &s) {
     Summary sum;
-    if (s.kind != Stmt::Kind::For)
-      return sum;
     std::vector<Access> accesses;
     collectAccesses(s, accesses, sum.checks, sum.calls);
     work += accesses.size();
+    bool loop = s.kind == Stmt::Kind::For;
     for (const Access &x : accesses) {
       Summary::Use &u = sum.uses[rootOf(x.buffer)];
       u.writes |= x.writes;
-      u.rows = u.rows && x.index &&
+      u.rows = u.rows && loop && x.index &&
                isRowAccess(x.buffer, *x.index, s.var, *s.extent);
     }
     sum.layoutCopy = isTransposeForMatmul(s, matmulInputs);
@@ -353,6 +371,206 @@ private:
         continue;
       if (root->kind == Buffer::Kind::Local ||
           root->kind == Buffer::Kind::Stack || !it->second.rows || !useB.rows)
+        return false;
+    }
+    return true;
+  }
+
+  /// Whether no buffer that both touch is written by either of them.
+  bool independent(const Summary &a, const Summary &b) {
+    const Summary &small = a.uses.size() <= b.uses.size() ? a : b;
+    const Summary &large = &small == &a ? b : a;
+    for (const auto &[root, u] : small.uses) {
+      ++work;
+      auto it = large.uses.find(root);
+      if (it != large.uses.end() && (u.writes || it->second.writes))
+        return false;
+    }
+    return true;
+  }
+
+  /// Whether the loops `a` and `b` both touch a buffer row by row (then a
+  /// merge keeps its rows in cache for both; a loop that shares only a
+  /// scalar with an earlier one stays where it is, so that no buffer it
+  /// writes lives longer).
+  bool shares(const Summary &a, const Summary &b) {
+    const Summary &small = a.uses.size() <= b.uses.size() ? a : b;
+    const Summary &large = &small == &a ? b : a;
+    for (const auto &[root, u] : small.uses) {
+      ++work;
+      auto it = large.uses.find(root);
+      if (it != large.uses.end() && u.rows && it->second.rows)
+        return true;
+    }
+    return false;
+  }
+
+  /// A statement that nothing moves across: a check (which error comes
+  /// first, and a load that the check guards) or a call.
+  static bool barrier(const Summary &s) { return s.checks || s.calls; }
+
+  /// A top-level statement that later loops may still merge into.
+  struct Open {
+    StmtPtr stmt;
+    Summary sum;
+  };
+  /// How many of the last top-level statements a loop looks back at:
+  /// a constant, so that the pass stays linear.
+  static constexpr size_t window = 8;
+
+  /// Step 0: a loop merges into an earlier one that it shares a buffer
+  /// with, over statements between them: each is independent of the loop
+  /// (no buffer that both touch is written by either: the loop moves
+  /// over it) or of the earlier loop and of the statements it would cross
+  /// (it moves up, before the earlier loop). So the lowering's
+  /// initialisation of an accumulator (`for %j < C { %acc[%j] = 0 }`)
+  /// between two passes over the rows no longer separates them.
+  void mergeAcross() {
+    Block done;
+    std::vector<Open> open;
+    for (StmtPtr &s : fn.body) {
+      Summary next = summarize(*s);
+      if (mergeBack(open, s, next))
+        continue;
+      open.push_back({std::move(s), std::move(next)});
+      if (open.size() > window) {
+        done.push_back(std::move(open.front().stmt));
+        open.erase(open.begin());
+      }
+    }
+    for (Open &o : open)
+      done.push_back(std::move(o.stmt));
+    fn.body = std::move(done);
+  }
+
+  /// Merges `s` into the last statement of `open` that it can merge
+  /// into, moving the statements between them as step 0 says.
+  bool mergeBack(std::vector<Open> &open, StmtPtr &s, const Summary &next) {
+    if (s->kind != Stmt::Kind::For || barrier(next))
+      return false;
+    for (size_t k = open.size(); k-- > 0;) {
+      Open &x = open[k];
+      if (!shares(x.sum, next) || !canMerge(*x.stmt, x.sum, *s, next))
+        continue;
+      llvm::SmallVector<size_t, window> stay, up;
+      bool ok = true;
+      for (size_t j = k + 1; ok && j < open.size(); ++j) {
+        const Summary &y = open[j].sum;
+        if (!barrier(y) && independent(y, next)) {
+          stay.push_back(j);
+          continue;
+        }
+        ok = !barrier(y) && !barrier(x.sum) && independent(y, x.sum);
+        for (size_t t : stay)
+          ok = ok && independent(y, open[t].sum);
+        up.push_back(j);
+      }
+      if (!ok)
+        continue;
+      renameVar(*s, s->var, x.stmt->var);
+      for (StmtPtr &c : s->body)
+        x.stmt->body.push_back(std::move(c));
+      x.sum.absorb(next);
+      std::vector<Open> order;
+      for (size_t j = 0; j < k; ++j)
+        order.push_back(std::move(open[j]));
+      for (size_t j : up)
+        order.push_back(std::move(open[j]));
+      order.push_back(std::move(open[k]));
+      for (size_t j : stay)
+        order.push_back(std::move(open[j]));
+      open = std::move(order);
+      return true;
+    }
+    return false;
+  }
+
+  /// Step 3: in the body of a loop, adjacent loops over the same extent
+  /// (the passes over one row: `%4[%j] = ...`, `%acc[%j] += f(%4[%j])`)
+  /// become one when they share no local or stack buffer that either
+  /// writes and every other buffer that both touch, one writing it, is
+  /// touched at one index, `%j + r` with r free of %j: iteration j of the
+  /// second touches only the element that iteration j of the first did.
+  void mergeInner(Block &block) {
+    Block out;
+    for (StmtPtr &s : block) {
+      if (!out.empty() && canMergeInner(*out.back(), *s)) {
+        Stmt &into = *out.back();
+        renameVar(*s, s->var, into.var);
+        for (StmtPtr &c : s->body)
+          into.body.push_back(std::move(c));
+        continue;
+      }
+      out.push_back(std::move(s));
+    }
+    block = std::move(out);
+    for (StmtPtr &s : block)
+      if (s->kind == Stmt::Kind::For)
+        mergeInner(s->body);
+  }
+
+  bool canMergeInner(const Stmt &a, const Stmt &b) {
+    if (a.kind != Stmt::Kind::For || b.kind != Stmt::Kind::For ||
+        !sameExpr(*a.extent, *b.extent) || usesVar(*b.extent, a.var))
+      return false;
+    std::vector<Access> inA, inB;
+    bool checksA = false, callsA = false, checksB = false, callsB = false;
+    collectAccesses(a, inA, checksA, callsA);
+    collectAccesses(b, inB, checksB, callsB);
+    work += inA.size() + inB.size();
+    if (checksA || callsA || checksB || callsB)
+      return false;
+    // Per root buffer: written by a or b, and the one index of its
+    // accesses (in a's variable), null when they differ.
+    struct Use {
+      bool writesA = false, writesB = false, inA = false, inB = false;
+      bool oneIndex = true;
+      ExprPtr index;
+    };
+    llvm::DenseMap<const Buffer *, Use> uses;
+    auto note = [&](const Access &x, bool fromB) {
+      Use &u = uses[rootOf(x.buffer)];
+      (fromB ? u.writesB : u.writesA) |= x.writes;
+      (fromB ? u.inB : u.inA) = true;
+      if (!x.index || !zeroOffsets(x.buffer)) {
+        u.oneIndex = false;
+        return;
+      }
+      ExprPtr index = x.index->clone();
+      if (fromB)
+        renameVar(*index, b.var, a.var);
+      if (!u.index)
+        u.index = std::move(index);
+      else if (!sameExpr(*u.index, *index))
+        u.oneIndex = false;
+    };
+    for (const Access &x : inA)
+      note(x, false);
+    for (const Access &x : inB)
+      note(x, true);
+    // The loops nested in either: an index that one of them moves
+    // touches several elements per iteration.
+    llvm::SmallVector<unsigned, 4> nested;
+    for (const Stmt *loop : {&a, &b})
+      walk(loop->body, [&](const Stmt &t) {
+        if (t.kind == Stmt::Kind::For)
+          nested.push_back(t.var);
+      });
+    for (const auto &[root, u] : uses) {
+      if (!u.inA || !u.inB || !(u.writesA || u.writesB))
+        continue;
+      if (root->kind == Buffer::Kind::Local ||
+          root->kind == Buffer::Kind::Stack || !u.oneIndex)
+        return false;
+      llvm::SmallVector<const Expr *, 4> terms;
+      addTerms(*u.index, terms);
+      unsigned moving = 0;
+      for (const Expr *t : terms)
+        if (usesVar(*t, a.var))
+          moving += t->kind == Expr::Kind::LoopVar ? 1 : 2;
+      if (moving != 1 || llvm::any_of(nested, [&](unsigned v) {
+            return usesVar(*u.index, v);
+          }))
         return false;
     }
     return true;

@@ -63,6 +63,9 @@ bool mergeLoops(LoopModule &module, std::string &error);
 /// The accesses the last mergeLoops looked at: linear in the size of the
 /// module (`gradc-opt --loop-work`; test/Loops/merge-linear.test).
 uint64_t mergeLoopsWork();
+/// `hoist`: a local's definition that does not change in an inner loop
+/// moves out of it (Hoist.cpp).
+bool hoistInvariants(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
@@ -89,7 +92,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
                    std::string &error, bool verifyEach = true);
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
-constexpr const char *defaultLoopPipeline = "fuse,merge,plan,parallel";
+constexpr const char *defaultLoopPipeline = "fuse,merge,hoist,plan,parallel";
 
 /// Lowers, verifies and evaluates: the `loops` backend of `gradc run`.
 bool runWithLoops(const ir::Module &module, llvm::StringRef fnName,

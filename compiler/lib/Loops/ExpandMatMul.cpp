@@ -1,44 +1,41 @@
 //===- ExpandMatMul.cpp - Small matmuls as loops --------------------------===//
 //
-// The loop pass `expand`: a matmul kernel call whose sizes are known and
-// small (K4's 4 x 4 matrix-vector product, its gradient's outer product)
+// The loop pass `expand`: a matrix-vector product whose sizes are known
+// and small (K4's `w @ x` of 4 x 4, its gradient's `transpose(w) @ dy`)
 // becomes the loops of the kernel's own definition, so that a printer
 // prints straight-line code that its compiler vectorises, instead of a
-// call into a kernel written for large matrices (Kernels.h's matvec and
-// matmulPortable, out of line, loops of 16 rows and 64-deep panels around
-// 4 elements), and so that every backend adds the terms in the contract's
-// order and type (docs/IR.md, "Summation order": in increasing p, in an
-// f64 accumulator that starts at +0, rounded once):
+// call into a kernel written for large matrices (Kernels.h's matvec, out
+// of line, with eight partial sums around 4 terms), and so that every
+// backend adds the terms in the contract's order and type (docs/IR.md,
+// "Summation order": in increasing p, in an f64 accumulator that starts
+// at +0, rounded once; Kernels.h's f32 kernels add in f32):
 //
-//   z[zOff + i*N + j] = T(sum_p f64(a[aOff + i*K + p]) * f64(b[bOff + p*N +
-//   j]))
+//   z[zOff + i] = T(sum_p f64(a[aOff + i*K + p]) * f64(b[bOff + p]))
 //
-//  1. A kernel call (at any depth: batch loops) with constant M, K, N,
-//     K <= maxExpandDepth, M * N * K <= maxExpandWork and a float
+//  1. A kernel call (at any depth: batch loops) with N = 1, constant M
+//     and K, K <= maxExpandDepth, M * K <= maxExpandWork and a float
 //     accumulator becomes
 //
 //       for %i < M {
-//         for %j < N {
-//           %acc = 0:f64
-//           for %p < K {
-//             %acc += f64(%a[aOff + %i * K + %p]) * f64(%b[bOff + %p * N + %j])
-//           }
-//           %z[zOff + %i * N + %j] = T(%acc)
+//         %acc = 0:f64
+//         for %p < K {
+//           %acc += f64(%a[aOff + %i * K + %p]) * f64(%b[bOff + %p])
 //         }
+//         %z[zOff + %i] = T(%acc)
 //       }
 //
-//     without the loop of an extent of 1 (a matrix-vector product keeps
-//     only the loop over i, a vector-matrix product only the one over j).
-//     The loop around %acc is a dot loop (loops::isDotLoop): both
-//     printers vectorise it across its iterations, each lane adding its
-//     own terms in order.
-//  2. An operand that a nest only transposes just before (`for r < R {
+//     (a loop of extent 1 without its loop). The loop over i is a loop of
+//     dot products (loops::isDotLoop): the LLVM printer has it vectorised
+//     across i, each lane adding its own terms in order.
+//  2. A matrix that a nest only transposes just before (`for r < R {
 //     for c < C { %t[r * C + c] = %x[c * R + r] } }`, %t read by nothing
 //     else, %x written by nothing in between) is read where it came from,
-//     `%x[(i*K + p) % K * R + ...]` written out as `%x[%p * M + %i]` for
-//     the left operand (`%x[%j * K + %p]` for the right), and the nest
-//     and %t go: the gradient's `transpose(w) @ dy` reads w's rows, which
-//     are contiguous in i, instead of a stored copy.
+//     `%x[%p * M + %i]`, and the nest and %t go: the gradient's
+//     `transpose(w) @ dy` reads w, contiguous in i, instead of a copy.
+//
+// Products with N > 1 (the gradient's outer product `dy @ x^T`) stay
+// kernel calls: printed as loops of dot products they measured slower
+// with GCC than the kernel (K4's gradient).
 //
 // The products are exact in f64 (an f32 has 24 significant bits), so
 // every term and sum is the kernel's and the evaluator's: bit for bit
@@ -59,9 +56,9 @@ using namespace gradc::loops;
 
 namespace {
 
-/// Expanded only up to these sizes: the dot loop's inner loop is unrolled
-/// by the compilers (LLVM's full unroll runs before its loop vectoriser),
-/// and the whole product stays a few dozen instructions.
+/// Expanded only up to these sizes: the inner loop of a dot product is
+/// unrolled by the compilers (LLVM's full unroll runs before its loop
+/// vectoriser), and the whole product stays a few dozen instructions.
 constexpr int64_t maxExpandDepth = 8;
 constexpr int64_t maxExpandWork = 256;
 
@@ -191,8 +188,8 @@ private:
         continue;
       int64_t m, k, n;
       if (!constIndex(*s.operands[3], m) || !constIndex(*s.operands[4], k) ||
-          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 ||
-          k > maxExpandDepth || m * n * k > maxExpandWork ||
+          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 || n != 1 ||
+          k > maxExpandDepth || m * k > maxExpandWork ||
           !isFloatType(s.accType))
         continue;
       // Transposed operands, found before the kernel is replaced.

@@ -846,7 +846,7 @@ void FunctionPrinter::stmt(const Stmt &s) {
             block(s.body);
             loopVars.erase(s.var);
           });
-      if (loops::isLaneLoop(s))
+      if (loops::isLaneLoop(s) || loops::isDotLoop(s))
         markLaneLoop(latch, int64_t(s.extent->value));
     }
     return;

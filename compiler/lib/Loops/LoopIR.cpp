@@ -292,6 +292,49 @@ bool loops::hasRangeVersion(const LoopFunction &fn) {
   });
 }
 
+bool loops::isDotLoop(const Stmt &s) {
+  if (s.kind != Stmt::Kind::For || s.parallel ||
+      s.extent->kind != Expr::Kind::Const ||
+      s.extent->type != ScalarType::Index)
+    return false;
+  // Not 2: LLVM 19 then leaves the accumulator's last value live out of
+  // the loop and refuses ("value that could not be identified as
+  // reduction is used outside the loop"), with a warning.
+  int64_t extent = int64_t(s.extent->value);
+  if (extent < 4 || extent > 16 || (extent & (extent - 1)) != 0)
+    return false;
+  // No math function of f64 (a libm call, which LLVM does not vectorise:
+  // a forced vectorisation that fails warns at every compile); f32 ones
+  // are gradc/Math.h's, inlined.
+  auto plain = [](const Stmt &st) {
+    if (st.kind != Stmt::Kind::Store && st.kind != Stmt::Kind::Accumulate)
+      return false;
+    bool ok = true;
+    walkExprs(st, [&](const Expr &e) {
+      ok &= e.kind != Expr::Kind::Intrinsic || e.type == ScalarType::F32;
+    });
+    return ok;
+  };
+  bool dots = false;
+  for (const StmtPtr &st : s.body) {
+    if (st->kind != Stmt::Kind::For) {
+      if (!plain(*st))
+        return false;
+      continue;
+    }
+    if (st->parallel || st->extent->kind != Expr::Kind::Const ||
+        st->extent->value > 8)
+      return false;
+    for (const StmtPtr &inner : st->body)
+      if (!plain(*inner))
+        return false;
+    dots |= st->body.size() == 1 &&
+            st->body[0]->kind == Stmt::Kind::Accumulate &&
+            st->body[0]->buffer->kind == Buffer::Kind::Local;
+  }
+  return dots;
+}
+
 void loops::walk(const Block &block, llvm::function_ref<void(const Stmt &)> f) {
   for (const StmtPtr &s : block) {
     f(*s);

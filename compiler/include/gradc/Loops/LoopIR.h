@@ -284,7 +284,7 @@ struct LoopModule {
 bool isLaneLoop(const Stmt &s);
 
 /// Whether a function gets a range version (docs/Loops.md): its f32 sin
-/// and cos cost a third when their arguments are below 2^30 in magnitude
+/// and cos cost a fifth when their arguments are below 2^20 in magnitude
 /// (gradc::sinSmall), so the printers print the body twice: first with
 /// the small-argument functions, serially, which note any argument out of
 /// range, and then, only when one was (or when threads would run it), as
@@ -299,6 +299,18 @@ bool hasSmallArgumentVersion(const Expr &e);
 /// Whether a statement's expressions, or those of the statements in it,
 /// make such a call.
 bool callsSmallArgumentVersion(const Stmt &s);
+
+/// Whether `s` is a loop of dot products of the `expand` pass
+/// (ExpandMatMul.cpp), as the `merge` pass may leave it: a loop over 4, 8
+/// or 16 iterations, not parallel, whose body is stores and accumulations
+/// (no math function of f64, a libm call) and loops of at most 8 constant
+/// iterations of such statements, one of which only adds to a local:
+/// `for i < 4 { %acc = 0; for p < 4 { %acc += f64(a[i * 4 + p]) *
+/// f64(b[p]) }; z[i] = f32(%acc) }`. The LLVM printer asks for it to be
+/// vectorised across its iterations (its inner loops unrolled first):
+/// each lane keeps its own sum in order, so the bits are the scalar
+/// loop's.
+bool isDotLoop(const Stmt &s);
 
 /// Walks every statement of a block, nested ones included, in order.
 void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);

@@ -54,6 +54,11 @@ bool evaluateLoops(const LoopModule &module, llvm::StringRef fnName,
 /// (the one threshold of every backend).
 constexpr int64_t stackThresholdBytes = 1024;
 
+/// `expand`: a matmul of known small sizes becomes the loops of its
+/// definition, f64 dot products that both printers vectorise; an operand
+/// that a nest only transposes is read where it came from
+/// (ExpandMatMul.cpp).
+bool expandMatMuls(LoopModule &module, std::string &error);
 /// `fuse`: an elementwise producer nest whose buffer one statement reads is
 /// computed there instead (Fuse.cpp).
 bool fuseElementwise(LoopModule &module, std::string &error);
@@ -92,7 +97,8 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
                    std::string &error, bool verifyEach = true);
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
-constexpr const char *defaultLoopPipeline = "fuse,merge,hoist,plan,parallel";
+constexpr const char *defaultLoopPipeline =
+    "fuse,expand,merge,hoist,plan,parallel";
 
 /// Lowers, verifies and evaluates: the `loops` backend of `gradc run`.
 bool runWithLoops(const ir::Module &module, llvm::StringRef fnName,

@@ -1,0 +1,339 @@
+//===- ExpandMatMul.cpp - Small matmuls as loops --------------------------===//
+//
+// The loop pass `expand`: a matrix-vector product whose sizes are known
+// and small (K4's `w @ x` of 4 x 4, its gradient's `transpose(w) @ dy`)
+// becomes the loops of the kernel's own definition, so that a printer
+// prints straight-line code that its compiler vectorises, instead of a
+// call into a kernel written for large matrices (Kernels.h's matvec, out
+// of line, with eight partial sums around 4 terms), and so that every
+// backend adds the terms in the contract's order and type (docs/IR.md,
+// "Summation order": in increasing p, in an f64 accumulator that starts
+// at +0, rounded once; Kernels.h's f32 kernels add in f32):
+//
+//   z[zOff + i] = T(sum_p f64(a[aOff + i*K + p]) * f64(b[bOff + p]))
+//
+//  1. A kernel call (at any depth: batch loops) with N = 1, constant M
+//     and K, K <= maxExpandDepth, M * K <= maxExpandWork and a float
+//     accumulator becomes
+//
+//       for %i < M {
+//         %acc = 0:f64
+//         for %p < K {
+//           %acc += f64(%a[aOff + %i * K + %p]) * f64(%b[bOff + %p])
+//         }
+//         %z[zOff + %i] = T(%acc)
+//       }
+//
+//     (a loop of extent 1 without its loop). The loop over i is a loop of
+//     dot products (loops::isDotLoop): the LLVM printer has it vectorised
+//     across i, each lane adding its own terms in order.
+//  2. A matrix that a nest only transposes just before (`for r < R {
+//     for c < C { %t[r * C + c] = %x[c * R + r] } }`, %t read by nothing
+//     else, %x written by nothing in between) is read where it came from,
+//     `%x[%p * M + %i]`, and the nest and %t go: the gradient's
+//     `transpose(w) @ dy` reads w, contiguous in i, instead of a copy.
+//
+// Products with N > 1 (the gradient's outer product `dy @ x^T`) stay
+// kernel calls: printed as loops of dot products they measured slower
+// with GCC than the kernel (K4's gradient).
+//
+// The products are exact in f64 (an f32 has 24 significant bits), so
+// every term and sum is the kernel's and the evaluator's: bit for bit
+// (test/Loops/expand-matmul.grad).
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <algorithm>
+#include <cstdint>
+
+using namespace gradc;
+using namespace gradc::loops;
+
+namespace {
+
+/// Expanded only up to these sizes: the inner loop of a dot product is
+/// unrolled by the compilers (LLVM's full unroll runs before its loop
+/// vectoriser), and the whole product stays a few dozen instructions.
+constexpr int64_t maxExpandDepth = 8;
+constexpr int64_t maxExpandWork = 256;
+
+bool constIndex(const Expr &e, int64_t &v) {
+  if (e.kind != Expr::Kind::Const || e.type != ScalarType::Index)
+    return false;
+  v = int64_t(e.value);
+  return true;
+}
+
+bool isVar(const Expr &e, unsigned v) {
+  return e.kind == Expr::Kind::LoopVar && e.var == v;
+}
+
+/// `row * stride + col` with a constant stride.
+bool matchIndex(const Expr &e, unsigned row, unsigned col, int64_t &stride) {
+  if (e.kind != Expr::Kind::Prim || e.op != PrimOp::Add ||
+      !isVar(*e.args[1], col))
+    return false;
+  const Expr &m = *e.args[0];
+  return m.kind == Expr::Kind::Prim && m.op == PrimOp::Mul &&
+         isVar(*m.args[0], row) && constIndex(*m.args[1], stride);
+}
+
+const Buffer *root(const Buffer *b) {
+  while (b->kind == Buffer::Kind::Alias && b->base)
+    b = b->base;
+  return b;
+}
+
+/// A transpose nest: `for r < R { for c < C { t[r * C + c] = x[c * R + r] } }`.
+struct Transpose {
+  Buffer *t = nullptr, *x = nullptr;
+  int64_t rows = 0, cols = 0;
+};
+
+bool matchTranspose(const Stmt &outer, Transpose &tr) {
+  if (outer.kind != Stmt::Kind::For || outer.parallel || outer.body.size() != 1)
+    return false;
+  const Stmt &inner = *outer.body[0];
+  if (inner.kind != Stmt::Kind::For || inner.body.size() != 1)
+    return false;
+  const Stmt &store = *inner.body[0];
+  if (store.kind != Stmt::Kind::Store)
+    return false;
+  const Expr &v = *store.value;
+  Buffer *t = store.buffer;
+  if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
+      v.kind != Expr::Kind::Load || v.buffer->dtype != t->dtype ||
+      v.buffer == t || v.buffer->kind == Buffer::Kind::Local)
+    return false;
+  int64_t rows, cols, tStride, xStride;
+  if (!constIndex(*outer.extent, rows) || !constIndex(*inner.extent, cols) ||
+      !matchIndex(*store.index, outer.var, inner.var, tStride) ||
+      !matchIndex(*v.args[0], inner.var, outer.var, xStride) ||
+      tStride != cols || xStride != rows)
+    return false;
+  tr = {t, v.buffer, rows, cols};
+  return true;
+}
+
+class Expander {
+public:
+  explicit Expander(LoopFunction &fn) : fn(fn) {}
+
+  void run() {
+    countUses();
+    expandBlock(fn.body);
+    if (dead.empty())
+      return;
+    for (Buffer *b : dead)
+      fn.bufferNames.erase(b->name);
+    std::erase_if(fn.buffers, [&](const std::unique_ptr<Buffer> &b) {
+      return dead.count(b.get());
+    });
+  }
+
+private:
+  LoopFunction &fn;
+  /// How many statements (and views) refer to each buffer.
+  llvm::DenseMap<const Buffer *, unsigned> uses;
+  llvm::DenseSet<Buffer *> dead;
+
+  void countUses() {
+    walk(fn.body, [&](const Stmt &s) {
+      walkExprs(s, [&](const Expr &e) {
+        if (e.kind == Expr::Kind::Load)
+          ++uses[e.buffer];
+      });
+      for (const Buffer *b : s.inputs)
+        ++uses[b];
+      for (const Buffer *b : s.outputs)
+        ++uses[b];
+      if (s.buffer)
+        ++uses[s.buffer];
+    });
+    for (const auto &b : fn.buffers)
+      if (b->base)
+        uses[b->base] += 2;
+  }
+
+  static bool writes(const Stmt &s, const Buffer *x) {
+    bool hit = false;
+    auto visit = [&](const Stmt &w) {
+      if (w.buffer &&
+          (w.kind == Stmt::Kind::Store || w.kind == Stmt::Kind::Accumulate))
+        hit = hit || root(w.buffer) == root(x);
+      for (const Buffer *o : w.outputs)
+        hit = hit || root(o) == root(x);
+      // A call may write through views of its outputs only, but an
+      // extern one is opaque: count it as writing.
+      hit = hit || w.kind == Stmt::Kind::Call;
+    };
+    visit(s);
+    walk(s.body, visit);
+    return hit;
+  }
+
+  void expandBlock(Block &block) {
+    for (size_t i = 0; i < block.size(); ++i) {
+      Stmt &s = *block[i];
+      if (s.kind == Stmt::Kind::For) {
+        expandBlock(s.body);
+        continue;
+      }
+      if (s.kind != Stmt::Kind::KernelCall || s.kernel != Kernel::MatMul)
+        continue;
+      int64_t m, k, n;
+      if (!constIndex(*s.operands[3], m) || !constIndex(*s.operands[4], k) ||
+          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 || n != 1 ||
+          k > maxExpandDepth || m * k > maxExpandWork ||
+          !isFloatType(s.accType))
+        continue;
+      // Transposed operands, found before the kernel is replaced.
+      Transpose from[2];
+      size_t nestAt[2] = {SIZE_MAX, SIZE_MAX};
+      for (unsigned op = 0; op < 2; ++op)
+        findTransposed(block, i, op, m, k, n, from[op], nestAt[op]);
+      block[i] = expand(s, m, k, n, from);
+      // The nests go last, the later first, so that indices stay valid.
+      for (size_t at :
+           {std::max(nestAt[0], nestAt[1]), std::min(nestAt[0], nestAt[1])})
+        if (at != SIZE_MAX) {
+          dead.insert(block[at]->body[0]->body[0]->buffer);
+          block.erase(block.begin() + at);
+          --i;
+        }
+    }
+  }
+
+  /// Whether operand `op` of the kernel at `block[at]` is a buffer that a
+  /// transpose nest earlier in `block` wrote and nothing else reads.
+  void findTransposed(Block &block, size_t at, unsigned op, int64_t m,
+                      int64_t k, int64_t n, Transpose &tr, size_t &nestAt) {
+    const Stmt &s = *block[at];
+    Buffer *t = s.inputs[op];
+    if (s.inputs[1 - op] == t || uses[t] != 2 ||
+        !isIndexConst(*s.operands[op + 1], 0))
+      return;
+    for (size_t j = at; j-- > 0;) {
+      Transpose candidate;
+      if (matchTranspose(*block[j], candidate) && candidate.t == t) {
+        // a is M x K, b is K x N.
+        int64_t rows = op == 0 ? m : k, cols = op == 0 ? k : n;
+        if (candidate.rows != rows || candidate.cols != cols ||
+            root(candidate.x) == root(s.outputs[0]))
+          return;
+        for (size_t between = j + 1; between < at; ++between)
+          if (writes(*block[between], candidate.x))
+            return;
+        tr = candidate;
+        nestAt = j;
+        return;
+      }
+      // Anything else that touches t first: not this pattern.
+      bool touches = writes(*block[j], t);
+      walk(block[j]->body, [&](const Stmt &w) {
+        walkExprs(w, [&](const Expr &e) {
+          touches |= e.kind == Expr::Kind::Load && e.buffer == t;
+        });
+      });
+      walkExprs(*block[j], [&](const Expr &e) {
+        touches |= e.kind == Expr::Kind::Load && e.buffer == t;
+      });
+      if (touches)
+        return;
+    }
+  }
+
+  StmtPtr newLoop(int64_t extent, const Origin &origin) {
+    auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
+    loop->origin = origin;
+    loop->var = fn.numVars++;
+    loop->extent = index(extent);
+    return loop;
+  }
+
+  StmtPtr expand(const Stmt &s, int64_t m, int64_t k, int64_t n,
+                 const Transpose from[2]) {
+    const Origin &origin = s.origin;
+    StmtPtr iLoop = m > 1 ? newLoop(m, origin) : nullptr;
+    StmtPtr jLoop = n > 1 ? newLoop(n, origin) : nullptr;
+    StmtPtr pLoop = k > 1 ? newLoop(k, origin) : nullptr;
+    auto var = [](const StmtPtr &loop) {
+      return loop ? loopVar(loop->var) : index(0);
+    };
+    auto add = [](ExprPtr a, ExprPtr b) {
+      return prim(PrimOp::Add, std::move(a), std::move(b));
+    };
+    auto mul = [](ExprPtr a, ExprPtr b) {
+      return prim(PrimOp::Mul, std::move(a), std::move(b));
+    };
+    // a[i, p], b[p, j], each as stored or where its transpose came from.
+    auto element = [&](unsigned op, const StmtPtr &row, const StmtPtr &col,
+                       int64_t cols) {
+      if (const Transpose &tr = from[op]; tr.t)
+        return load(tr.x, add(mul(var(col), index(tr.rows)), var(row)));
+      return load(s.inputs[op], add(s.operands[op + 1]->clone(),
+                                    add(mul(var(row), index(cols)), var(col))));
+    };
+    ScalarType acc = s.accType;
+    // A float accumulator (the only kind expanded) is f64 or f32.
+    Buffer *local = fn.addBuffer(
+        Buffer::Kind::Local, acc == ScalarType::F64 ? DType::F64 : DType::F32,
+        {}, "acc");
+    auto zero = std::make_unique<Stmt>(Stmt::Kind::Store);
+    zero->origin = origin;
+    zero->buffer = local;
+    zero->index = index(0);
+    zero->value = constant(acc, 0);
+    auto term = std::make_unique<Stmt>(Stmt::Kind::Accumulate);
+    term->origin = origin;
+    term->buffer = local;
+    term->index = index(0);
+    term->combiner = Combiner::Add;
+    term->value = mul(cast(acc, element(0, iLoop, pLoop, k)),
+                      cast(acc, element(1, pLoop, jLoop, n)));
+    Buffer *z = s.outputs[0];
+    auto result = std::make_unique<Stmt>(Stmt::Kind::Store);
+    result->origin = origin;
+    result->buffer = z;
+    result->index =
+        add(s.operands[0]->clone(), add(mul(var(iLoop), index(n)), var(jLoop)));
+    result->value = cast(fromDType(z->dtype), load(local, index(0)));
+    // Innermost first.
+    Block dot;
+    dot.push_back(std::move(zero));
+    if (pLoop) {
+      pLoop->body.push_back(std::move(term));
+      dot.push_back(std::move(pLoop));
+    } else {
+      dot.push_back(std::move(term));
+    }
+    dot.push_back(std::move(result));
+    Block around = std::move(dot);
+    for (StmtPtr *loop : {&jLoop, &iLoop}) {
+      if (!*loop)
+        continue;
+      (*loop)->body = std::move(around);
+      around.clear();
+      around.push_back(std::move(*loop));
+    }
+    if (around.size() == 1)
+      return std::move(around[0]);
+    // M = N = 1: one dot product, in a loop of one iteration.
+    StmtPtr once = newLoop(1, origin);
+    once->body = std::move(around);
+    return once;
+  }
+};
+
+} // namespace
+
+bool loops::expandMatMuls(LoopModule &module, std::string &) {
+  for (auto &fn : module.functions)
+    Expander(*fn).run();
+  return true;
+}

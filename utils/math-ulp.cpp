@@ -175,9 +175,8 @@ uint64_t smallTrigMismatches(int threads) {
         float s = gradc::sinSmall(x, flag), c = gradc::cosSmall(x, flag);
         bool small = std::fabs(x) < gradc::detail::smallTrigBound;
         using gradc::detail::bitsOf;
-        if (flag != !small ||
-            (small && (bitsOf(s) != bitsOf(gradc::sin(x)) ||
-                       bitsOf(c) != bitsOf(gradc::cos(x)))))
+        if (flag != !small || (small && (bitsOf(s) != bitsOf(gradc::sin(x)) ||
+                                         bitsOf(c) != bitsOf(gradc::cos(x)))))
           ++bad[t];
       }
     });

@@ -1022,10 +1022,10 @@ void FunctionPrinter::rangeVersion() {
   });
   std::string lane = depthNames[0];
   if (laneFlags)
-    line("int32_t " + laneFlagsName + "[" +
-         std::to_string(ir::reductionLanes) + "] = {};");
-  bool threads = llvm::any_of(
-      fn.body, [](const StmtPtr &s) { return s->parallel; });
+    line("int32_t " + laneFlagsName + "[" + std::to_string(ir::reductionLanes) +
+         "] = {};");
+  bool threads =
+      llvm::any_of(fn.body, [](const StmtPtr &s) { return s->parallel; });
   line(threads ? "if (gradc::numThreads() == 1) {" : "{");
   indent += 2;
   smallTrig = true;

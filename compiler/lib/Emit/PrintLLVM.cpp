@@ -1274,9 +1274,9 @@ void FunctionPrinter::rangeVersion() {
   auto *general = llvm::BasicBlock::Create(ctx, "range.general");
   auto *fastFail = llvm::BasicBlock::Create(ctx, "range.fail");
   if (llvm::any_of(fn.body, [](const StmtPtr &s) { return s->parallel; }))
-    b.CreateCondBr(b.CreateICmpEQ(b.CreateCall(ms.threadCount()),
-                                  b.getInt32(1)),
-                   fast, general);
+    b.CreateCondBr(
+        b.CreateICmpEQ(b.CreateCall(ms.threadCount()), b.getInt32(1)), fast,
+        general);
   else
     b.CreateBr(fast);
   b.SetInsertPoint(fast);
@@ -1286,14 +1286,14 @@ void FunctionPrinter::rangeVersion() {
   block(fn.body);
   smallTrig = false;
   failTarget = failed;
-  llvm::Value *none = b.CreateICmpEQ(
-      b.CreateLoad(b.getInt32Ty(), rangeFlag), b.getInt32(0));
+  llvm::Value *none =
+      b.CreateICmpEQ(b.CreateLoad(b.getInt32Ty(), rangeFlag), b.getInt32(0));
   b.CreateStore(b.getInt32(GRADC_OK), statusSlot);
   b.CreateCondBr(none, heap.empty() ? exit : cleanup, general);
   fastFail->insertInto(llfn);
   b.SetInsertPoint(fastFail);
-  llvm::Value *out = b.CreateICmpNE(b.CreateLoad(b.getInt32Ty(), rangeFlag),
-                                    b.getInt32(0));
+  llvm::Value *out =
+      b.CreateICmpNE(b.CreateLoad(b.getInt32Ty(), rangeFlag), b.getInt32(0));
   b.CreateCondBr(out, general, failed);
   general->insertInto(llfn);
   b.SetInsertPoint(general);

@@ -287,9 +287,8 @@ bool loops::callsSmallArgumentVersion(const Stmt &s) {
 }
 
 bool loops::hasRangeVersion(const LoopFunction &fn) {
-  return llvm::any_of(fn.body, [](const StmtPtr &s) {
-    return callsSmallArgumentVersion(*s);
-  });
+  return llvm::any_of(
+      fn.body, [](const StmtPtr &s) { return callsSmallArgumentVersion(*s); });
 }
 
 bool loops::isDotLoop(const Stmt &s) {

@@ -848,22 +848,7 @@ void FunctionPrinter::kernelCall(const Stmt &s) {
 /// its storage: the kernel reads `x` transposed instead (gradc::Transposed),
 /// so no transpose is stored.
 void FunctionPrinter::findTransposedOperands() {
-  llvm::DenseMap<const Buffer *, unsigned> uses;
-  walk(fn.body, [&](const Stmt &s) {
-    walkExprs(s, [&](const Expr &e) {
-      if (e.kind == Expr::Kind::Load)
-        ++uses[e.buffer];
-    });
-    for (const Buffer *b : s.inputs)
-      ++uses[b];
-    for (const Buffer *b : s.outputs)
-      ++uses[b];
-    if (s.buffer)
-      ++uses[s.buffer];
-  });
-  for (const auto &b : fn.buffers)
-    if (b->base)
-      uses[b->base] += 2;
+  llvm::DenseMap<const Buffer *, unsigned> uses = loops::countUses(fn);
   auto isVar = [](const Expr &e, unsigned v) {
     return e.kind == Expr::Kind::LoopVar && e.var == v;
   };

@@ -1156,20 +1156,7 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
       else if (!llvm::isa<llvm::GlobalValue>(pointers.lookup(buf)))
         pointers[buf] = field(next++);
     }
-    {
-      llvm::IRBuilder<> ab(entry, entry->begin());
-      for (const Buffer *buf : s.privates) {
-        int64_t count = 1;
-        for (const Dim &d : buf->shape)
-          count *= d.getSize();
-        llvm::Type *type = memoryType(buf->dtype);
-        if (buf->kind == Buffer::Kind::Stack)
-          type = llvm::ArrayType::get(type, std::max<int64_t>(count, 1));
-        llvm::AllocaInst *a = ab.CreateAlloca(type, nullptr, valueName(buf));
-        a->setAlignment(llvm::Align(16));
-        pointers[buf] = a;
-      }
-    }
+    privatesHere(s);
     forLoop(
         range->getArg(2), "i" + llvm::Twine(s.var),
         [&](llvm::Value *i) {
@@ -1239,13 +1226,12 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   b.SetInsertPoint(after);
 }
 
-/// A parallel loop run here, in a range version's first copy: its private
-/// buffers in this function's frame.
+/// A parallel loop's private buffers in the frame of the function being
+/// printed: its outlined body's, or this one's when it runs here (in a
+/// range version's first copy).
 void FunctionPrinter::privatesHere(const Stmt &s) {
   llvm::IRBuilder<> ab(entry, entry->begin());
   for (const Buffer *buf : s.privates) {
-    if (pointers.count(buf))
-      continue;
     int64_t count = 1;
     for (const Dim &d : buf->shape)
       count *= d.getSize();

@@ -125,7 +125,7 @@ public:
   explicit Expander(LoopFunction &fn) : fn(fn) {}
 
   void run() {
-    countUses();
+    uses = loops::countUses(fn);
     expandBlock(fn.body);
     if (dead.empty())
       return;
@@ -141,24 +141,6 @@ private:
   /// How many statements (and views) refer to each buffer.
   llvm::DenseMap<const Buffer *, unsigned> uses;
   llvm::DenseSet<Buffer *> dead;
-
-  void countUses() {
-    walk(fn.body, [&](const Stmt &s) {
-      walkExprs(s, [&](const Expr &e) {
-        if (e.kind == Expr::Kind::Load)
-          ++uses[e.buffer];
-      });
-      for (const Buffer *b : s.inputs)
-        ++uses[b];
-      for (const Buffer *b : s.outputs)
-        ++uses[b];
-      if (s.buffer)
-        ++uses[s.buffer];
-    });
-    for (const auto &b : fn.buffers)
-      if (b->base)
-        uses[b->base] += 2;
-  }
 
   static bool writes(const Stmt &s, const Buffer *x) {
     bool hit = false;

@@ -334,6 +334,27 @@ bool loops::isDotLoop(const Stmt &s) {
   return dots;
 }
 
+llvm::DenseMap<const Buffer *, unsigned>
+loops::countUses(const LoopFunction &fn) {
+  llvm::DenseMap<const Buffer *, unsigned> uses;
+  walk(fn.body, [&](const Stmt &s) {
+    walkExprs(s, [&](const Expr &e) {
+      if (e.kind == Expr::Kind::Load)
+        ++uses[e.buffer];
+    });
+    for (const Buffer *b : s.inputs)
+      ++uses[b];
+    for (const Buffer *b : s.outputs)
+      ++uses[b];
+    if (s.buffer)
+      ++uses[s.buffer];
+  });
+  for (const auto &b : fn.buffers)
+    if (b->base)
+      uses[b->base] += 2;
+  return uses;
+}
+
 void loops::walk(const Block &block, llvm::function_ref<void(const Stmt &)> f) {
   for (const StmtPtr &s : block) {
     f(*s);

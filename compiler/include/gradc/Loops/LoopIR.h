@@ -24,6 +24,7 @@
 #include "gradc/Ops/Types.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -311,6 +312,12 @@ bool callsSmallArgumentVersion(const Stmt &s);
 /// each lane keeps its own sum in order, so the bits are the scalar
 /// loop's.
 bool isDotLoop(const Stmt &s);
+
+/// How many statements refer to each buffer of `fn` (a load, a store, a
+/// call's or kernel's operand each count once; a view counts twice for
+/// its base, so that a buffer seen through a view is never taken for one
+/// that a single statement uses).
+llvm::DenseMap<const Buffer *, unsigned> countUses(const LoopFunction &fn);
 
 /// Walks every statement of a block, nested ones included, in order.
 void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);

@@ -18,9 +18,9 @@ namespace {
 
 const LoopPass loopPasses[] = {
     {"expand",
-     "writes a matmul of known small sizes as the loops of its definition "
-     "(f64 dot products that vectorise), reading an operand that a nest "
-     "only transposes where it came from (ExpandMatMul.cpp)",
+     "writes a matrix-vector product of known small sizes as the loops of "
+     "its definition (f64 dot products that vectorise), reading an operand "
+     "that a nest only transposes where it came from (ExpandMatMul.cpp)",
      expandMatMuls},
     {"fuse",
      "computes an elementwise producer read by one statement where it is "

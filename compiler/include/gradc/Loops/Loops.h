@@ -54,10 +54,10 @@ bool evaluateLoops(const LoopModule &module, llvm::StringRef fnName,
 /// (the one threshold of every backend).
 constexpr int64_t stackThresholdBytes = 1024;
 
-/// `expand`: a matmul of known small sizes becomes the loops of its
-/// definition, f64 dot products that both printers vectorise; an operand
-/// that a nest only transposes is read where it came from
-/// (ExpandMatMul.cpp).
+/// `expand`: a matrix-vector product of known small sizes (N = 1) becomes
+/// the loops of its definition, f64 dot products that both printers
+/// vectorise; an operand that a nest only transposes is read where it came
+/// from (ExpandMatMul.cpp).
 bool expandMatMuls(LoopModule &module, std::string &error);
 /// `fuse`: an elementwise producer nest whose buffer one statement reads is
 /// computed there instead (Fuse.cpp).

@@ -208,8 +208,8 @@ private:
   bool usesGeneralLabel = false;
   std::string rangeFlagName;
   /// In a lane loop the flag is one per lane (GCC vectorises a lane loop
-  /// with an `|=` of one flag five times slower than without: it reduces
-  /// the vector on every trip), named `laneFlagsName[laneVar]`.
+  /// with an `|=` of one flag two to three times slower than without: it
+  /// reduces the vector on every trip), named `laneFlagsName[laneVar]`.
   std::string laneFlagsName, laneVar;
   unsigned indent = 2;
   std::string lastComment;

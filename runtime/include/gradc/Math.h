@@ -536,7 +536,7 @@ GRADC_MATH_INLINE float cos(float x) { return detail::sinCos(x, true); }
 /// then meaningless. The generated code runs a function whose sin and cos
 /// all take this path first, and again with sin when one was out of range
 /// (docs/Loops.md, "Range versions"): sin computes both paths, this one
-/// a fifth of it.
+/// about a seventh of it.
 GRADC_MATH_INLINE float sinSmall(float x, int32_t &outOfRange) {
   outOfRange |= !(std::fabs(x) < detail::smallTrigBound);
   return detail::sinCosSmall(x, false);

@@ -285,7 +285,7 @@ struct LoopModule {
 bool isLaneLoop(const Stmt &s);
 
 /// Whether a function gets a range version (docs/Loops.md): its f32 sin
-/// and cos cost a fifth when their arguments are below 2^20 in magnitude
+/// and cos cost a seventh when their arguments are below 2^20 in magnitude
 /// (gradc::sinSmall), so the printers print the body twice: first with
 /// the small-argument functions, serially, which note any argument out of
 /// range, and then, only when one was (or when threads would run it), as

@@ -54,8 +54,6 @@ namespace {
 
 using Binding = std::map<unsigned, const Expr *>;
 
-bool sameExpr(const Expr &a, const Expr &b);
-
 /// Whether `e` matches `pattern`, binding the pattern's loop variables in
 /// `vars` to sub-expressions of `e` consistently.
 bool unify(const Expr &pattern, const Expr &e, const std::set<unsigned> &vars,
@@ -103,11 +101,6 @@ bool unify(const Expr &pattern, const Expr &e, const std::set<unsigned> &vars,
     if (!unify(*pattern.args[i], *e.args[i], vars, binding))
       return false;
   return true;
-}
-
-bool sameExpr(const Expr &a, const Expr &b) {
-  Binding none;
-  return unify(a, b, {}, none);
 }
 
 /// `e` with each bound loop variable replaced by (a copy of) its binding.

@@ -50,26 +50,6 @@ const Buffer *rootOf(const Buffer *b) {
   return b;
 }
 
-bool sameExpr(const Expr &a, const Expr &b) {
-  if (a.kind != b.kind || a.type != b.type || a.args.size() != b.args.size() ||
-      a.value != b.value || a.name != b.name || a.var != b.var ||
-      a.buffer != b.buffer || a.op != b.op || a.fn != b.fn)
-    return false;
-  for (size_t i = 0; i < a.args.size(); ++i)
-    if (!sameExpr(*a.args[i], *b.args[i]))
-      return false;
-  return true;
-}
-
-bool usesVar(const Expr &e, unsigned var) {
-  if (e.kind == Expr::Kind::LoopVar && e.var == var)
-    return true;
-  for (const ExprPtr &a : e.args)
-    if (usesVar(*a, var))
-      return true;
-  return false;
-}
-
 bool integerDivision(const Expr &e) {
   if (e.kind == Expr::Kind::Prim &&
       (e.op == PrimOp::Div || e.op == PrimOp::Rem) &&

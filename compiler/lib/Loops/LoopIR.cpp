@@ -10,6 +10,7 @@
 #include "gradc/IR/Interpreter.h"
 
 #include <cassert>
+#include <cmath>
 
 using namespace gradc;
 using namespace gradc::loops;
@@ -269,6 +270,53 @@ bool loops::isLaneLoop(const Stmt &s) {
   }
   // A loop that only sets the lanes (to 0, to -inf) vectorises anyway.
   return lanes && loads;
+}
+
+bool loops::sameExpr(const Expr &a, const Expr &b) {
+  if (a.kind != b.kind || a.type != b.type || a.args.size() != b.args.size())
+    return false;
+  switch (a.kind) {
+  case Expr::Kind::Const:
+    if (!(a.value == b.value || (std::isnan(a.value) && std::isnan(b.value))))
+      return false;
+    break;
+  case Expr::Kind::Size:
+    if (a.name != b.name)
+      return false;
+    break;
+  case Expr::Kind::LoopVar:
+    if (a.var != b.var)
+      return false;
+    break;
+  case Expr::Kind::Load:
+    if (a.buffer != b.buffer)
+      return false;
+    break;
+  case Expr::Kind::Prim:
+    if (a.op != b.op)
+      return false;
+    break;
+  case Expr::Kind::Intrinsic:
+    if (a.fn != b.fn)
+      return false;
+    break;
+  case Expr::Kind::Select:
+  case Expr::Kind::Cast:
+    break;
+  }
+  for (size_t i = 0; i < a.args.size(); ++i)
+    if (!sameExpr(*a.args[i], *b.args[i]))
+      return false;
+  return true;
+}
+
+bool loops::usesVar(const Expr &e, unsigned var) {
+  if (e.kind == Expr::Kind::LoopVar && e.var == var)
+    return true;
+  for (const ExprPtr &a : e.args)
+    if (usesVar(*a, var))
+      return true;
+  return false;
 }
 
 bool loops::hasSmallArgumentVersion(const Expr &e) {

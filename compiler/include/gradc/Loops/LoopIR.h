@@ -284,6 +284,12 @@ struct LoopModule {
 /// forced vectorisation fails.
 bool isLaneLoop(const Stmt &s);
 
+/// Whether two expressions are the same tree (NaN constants equal).
+bool sameExpr(const Expr &a, const Expr &b);
+
+/// Whether `e` reads loop variable `var`.
+bool usesVar(const Expr &e, unsigned var);
+
 /// Whether a function gets a range version (docs/Loops.md): its f32 sin
 /// and cos cost a seventh when their arguments are below 2^20 in magnitude
 /// (gradc::sinSmall), so the printers print the body twice: first with

@@ -1363,9 +1363,8 @@ void FunctionPrinter::run() {
 bool emit::printLLVMFromLoops(const ir::Module &module,
                               llvm::Module &llvmModule,
                               const LLVMOptions &options, std::string &error) {
-  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
-  if (!lowered || !verifyLoops(*lowered, error) ||
-      !runLoopPasses(*lowered, defaultLoopPipeline, error))
+  std::unique_ptr<LoopModule> lowered = lowerForBackend(module, error);
+  if (!lowered)
     return false;
   // The roots and what they call, or every function.
   llvm::DenseSet<const LoopFunction *> wanted;

@@ -30,6 +30,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -138,7 +139,7 @@ class FunctionVerifier {
 public:
   FunctionVerifier(const Module &module, const Function &fn,
                    DiagnosticEngine &diags, llvm::StringRef afterPass)
-      : module(module), fn(fn), diags(diags), names(fn) {
+      : module(module), fn(fn), diags(diags) {
     if (!afterPass.empty())
       prefix = ("after pass '" + afterPass + "': ").str();
   }
@@ -165,12 +166,22 @@ private:
   const Module &module;
   const Function &fn;
   DiagnosticEngine &diags;
-  ValueNamer names;
+  /// Names for messages, built at the first one: naming every value of a
+  /// 10,000-op function was most of the verifier's time on valid IR.
+  mutable std::optional<ValueNamer> names;
   std::string prefix;
   /// Where each value is defined: 0 for a parameter, i + 1 for a result
   /// of op i.
   llvm::DenseMap<const Value *, size_t> definedAt;
   bool ok = true;
+
+  /// An op as messages name it, described only when a message is built.
+  struct OpDesc {
+    const FunctionVerifier &verifier;
+    const Op &op;
+    size_t index;
+    operator std::string() const { return verifier.describe(op, index); }
+  };
 
   /// An error with the pass prefix and the function name as %0 and %1.
   InFlightDiagnostic error(SourceLoc loc, diag::ID id) {
@@ -183,9 +194,11 @@ private:
   /// `'add' (%y)`, or `'call' (op 3)` for an op without results.
   std::string describe(const Op &op, size_t index) const {
     std::string s = ("'" + op.getName() + "' (").str();
-    if (op.getNumResults())
-      s += names.get(op.getResult(0));
-    else
+    if (op.getNumResults()) {
+      if (!names)
+        names.emplace(fn);
+      s += names->get(op.getResult(0));
+    } else
       s += "op " + std::to_string(index);
     return s + ")";
   }
@@ -227,7 +240,7 @@ private:
   //===--------------------------------------------------------------------===//
 
   void verifyOp(const Op &op, size_t index) {
-    std::string desc = describe(op, index);
+    OpDesc desc{*this, op, index};
     bool operandsOk = verifyOperands(op, index, desc);
     verifyResults(op, desc);
     if (!verifyAttrKinds(op, desc) || !operandsOk)
@@ -255,7 +268,7 @@ private:
 
   /// Operands are present and dominate the op. Returns false if an
   /// operand is missing (types cannot be checked then).
-  bool verifyOperands(const Op &op, size_t index, const std::string &desc) {
+  bool verifyOperands(const Op &op, size_t index, const OpDesc &desc) {
     bool present = true;
     for (unsigned i = 0; i < op.getNumOperands(); ++i) {
       const Value *v = op.getOperand(i);
@@ -283,7 +296,7 @@ private:
     return false;
   }
 
-  void verifyResults(const Op &op, const std::string &desc) {
+  void verifyResults(const Op &op, const OpDesc &desc) {
     for (unsigned i = 0; i < op.getNumResults(); ++i) {
       const Value *r = op.getResult(i);
       if (!r || r->getDefiningOp() != &op || r->getResultIndex() != i)
@@ -291,7 +304,7 @@ private:
     }
   }
 
-  bool verifyAttrKinds(const Op &op, const std::string &desc) {
+  bool verifyAttrKinds(const Op &op, const OpDesc &desc) {
     bool kindsOk = true;
     const OpInfo &info = op.getInfo();
     for (const NamedAttr &a : op.getAttrs().entries()) {
@@ -326,7 +339,7 @@ private:
   }
 
   /// An op typed by the op table: re-infer on a copy of the attributes.
-  void verifyTyped(const Op &op, const std::string &desc) {
+  void verifyTyped(const Op &op, const OpDesc &desc) {
     std::vector<TensorType> operands = operandTypes(op);
     if (op.getKind() == OpKind::Unstack && !checkUnstackCount(op, desc))
       return;
@@ -348,7 +361,7 @@ private:
 
   /// unstack makes one result per slice; compare counts before inference
   /// so that a huge axis in a broken type cannot make it allocate.
-  bool checkUnstackCount(const Op &op, const std::string &desc) {
+  bool checkUnstackCount(const Op &op, const OpDesc &desc) {
     if (op.getNumOperands() != 1)
       return true; // inferOpTypes reports the arity
     const TensorType &x = op.getOperand(0)->getType();
@@ -367,7 +380,7 @@ private:
     return false;
   }
 
-  void checkResultTypes(const Op &op, const std::string &desc,
+  void checkResultTypes(const Op &op, const OpDesc &desc,
                         llvm::ArrayRef<TensorType> expected) {
     if (expected.size() != op.getNumResults()) {
       error(op.getLoc(), diag::err_verify_result_count)
@@ -383,7 +396,7 @@ private:
 
   // constant: no operands, one result, one value per element or one value
   // to fill it with, each valid for the element type.
-  void verifyConstant(const Op &op, const std::string &desc) {
+  void verifyConstant(const Op &op, const OpDesc &desc) {
     if (op.getNumOperands() != 0)
       error(op.getLoc(), diag::err_verify_constant_operands)
           << desc << op.getNumOperands();
@@ -476,7 +489,7 @@ private:
   // call, extern_call: the callee exists; each argument fits its parameter once
   // the callee's size names are bound; the results are the callee's result
   // types under the same bindings.
-  void verifyCall(const Op &op, const std::string &desc) {
+  void verifyCall(const Op &op, const OpDesc &desc) {
     const std::string &calleeName = op.getAttrs().getString("callee");
     Signature callee;
     if (!lookupSignature(calleeName, callee,
@@ -527,7 +540,7 @@ private:
   // and returning (new carries..., per-step outputs...); the operands fit
   // its parameters once its size names are bound; each carry keeps its type
   // exactly; each output is stacked along a new first axis of `trip`.
-  void verifyLoop(const Op &op, const std::string &desc) {
+  void verifyLoop(const Op &op, const OpDesc &desc) {
     const AttrList &attrs = op.getAttrs();
     const std::string &bodyName = attrs.getString("body");
     const Function *body = module.lookup(bodyName);
@@ -624,7 +637,7 @@ private:
   /// `if %c, args... {then = @a, else = @b}`: %c is a bool scalar; both
   /// functions take the arguments (binding their size names) and return
   /// the op's result types.
-  void verifyIf(const Op &op, const std::string &desc) {
+  void verifyIf(const Op &op, const OpDesc &desc) {
     auto fail = [&](const std::string &why) {
       error(op.getLoc(), diag::err_verify_loop) << desc << why;
     };
@@ -684,7 +697,7 @@ private:
   // A rule chosen by an annotation is an IR function that takes the op's
   // operands, its results and one cotangent per result, and returns one
   // cotangent per operand, each of its operand's type.
-  void verifyGradRule(const Op &op, const std::string &desc) {
+  void verifyGradRule(const Op &op, const OpDesc &desc) {
     const GradRuleAttr &rule = op.getGradRule();
     if (!rule.isSet())
       return;

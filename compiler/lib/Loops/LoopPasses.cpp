@@ -75,3 +75,19 @@ bool loops::runLoopPasses(LoopModule &module, llvm::StringRef names,
   }
   return true;
 }
+
+std::unique_ptr<LoopModule> loops::lowerForBackend(const ir::Module &module,
+                                                   std::string &error) {
+  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  if (!lowered || !verifyLoops(*lowered, error))
+    return nullptr;
+  if (!runLoopPasses(*lowered, defaultLoopPipeline, error,
+                     /*verifyEach=*/false))
+    return nullptr;
+  if (!verifyLoops(*lowered, error)) {
+    error = "after the loop passes '" + std::string(defaultLoopPipeline) +
+            "': " + error;
+    return nullptr;
+  }
+  return lowered;
+}

@@ -8,7 +8,10 @@ that holds the hand-written reference):
    (--emit=cpp --module-name=NAME_cpp, then g++ -O3 -march=native
    -DGRADC_USE_BLAS) and the LLVM backend (--emit=obj --blas
    --module-name=NAME_llvm); both print the loop IR, both with
-   --value-and-grad (--no-blas: without BLAS), and links them with the
+   --value-and-grad (--no-blas: without BLAS), both with FMA contraction
+   as g++ -march=native gives the hand-written reference (--fp-contract=
+   fast for the LLVM backend; --contract=off: none of the three, each
+   multiply and add rounded, as the interpreter), and links them with the
    harness into one program (--threads=N: the C++ compiled and everything
    linked with -fopenmp; --baseline-cpp=GRADC: the LLVM column is instead
    the C++ backend of another gradc binary, say an older build, so that
@@ -320,6 +323,8 @@ def build(name, args, work, spec=None):
     cxx = [args.cxx, "-std=c++17", "-O3", "-march=native",
            "-I", os.path.join(ROOT, "runtime", "include"), "-I", work]
     cxx += args.cxxflags.split()
+    if args.contract == "off":
+        cxx.append("-ffp-contract=off")
     if args.threads > 1:
         # PrintCpp's parallel loops are OpenMP pragmas; PrintLLVM's call
         # libgomp's GOMP_parallel, a weak reference that -fopenmp links.
@@ -330,6 +335,7 @@ def build(name, args, work, spec=None):
     # BLAS as gradc_add_module uses it where OpenBLAS is found.
     blas_cpp = [] if args.no_blas else ["-DGRADC_USE_BLAS"]
     blas_llvm = [] if args.no_blas else ["--blas"]
+    blas_llvm.append("--fp-contract=" + args.contract)
     times["gradc --emit=cpp"], _ = run(
         [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.cpp")] + vg)
@@ -504,6 +510,11 @@ def main():
     p.add_argument("--threads", type=int, default=1,
                    help="N > 1: also time gradc's code with "
                    "GRADC_NUM_THREADS=N (built with -fopenmp; docs/ABI.md)")
+    p.add_argument("--contract", choices=["fast", "off"], default="fast",
+                   help="FMA contraction in all three: fast (g++'s default "
+                   "under -march=native, gradc --fp-contract=fast) or off "
+                   "(-ffp-contract=off; gradc's results then equal the "
+                   "interpreter's bit for bit)")
     p.add_argument("--no-torch", action="store_true",
                    help="no PyTorch timings (the f64 reference still runs)")
     args = p.parse_args()
@@ -519,9 +530,11 @@ def main():
     except ImportError:
         have_torch = False
     print("gradc benchmark%s: %s time per call over %d interleaved "
-          "rounds; ratios to hand-written value+grad" %
+          "rounds; ratios to hand-written value+grad; FMA contraction %s" %
           (" (--quick: sizes too small to mean anything)" if args.quick
-           else "", args.stat, rounds))
+           else "", args.stat, rounds,
+           "on (g++ -march=native, gradc --fp-contract=fast)"
+           if args.contract == "fast" else "off (-ffp-contract=off)"))
     for name in args.kernels.split(","):
         spec = KERNELS[name]
         sizes = spec["quick"] if args.quick else spec["sizes"]

@@ -100,6 +100,11 @@ emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
   else if (options.optLevel >= 3)
     level = llvm::CodeGenOptLevel::Aggressive;
   llvm::TargetOptions targetOptions;
+  // Standard fuses only llvm.fmuladd, which gradc never emits (the math
+  // bitcode is compiled with -ffp-contract=off): nothing is contracted.
+  targetOptions.AllowFPOpFusion = options.fpContractFast
+                                      ? llvm::FPOpFusion::Fast
+                                      : llvm::FPOpFusion::Standard;
   std::unique_ptr<llvm::TargetMachine> tm(
       target->createTargetMachine(triple.str(), cpu, features, targetOptions,
                                   llvm::Reloc::PIC_, std::nullopt, level));

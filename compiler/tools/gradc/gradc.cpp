@@ -170,6 +170,17 @@ cl::opt<bool> useBlas(
              "matrix products (link a CBLAS such as OpenBLAS)"),
     cl::cat(gradcCategory));
 
+enum class FPContract { Off, Fast };
+cl::opt<FPContract> fpContract(
+    "fp-contract",
+    cl::desc("With --emit=llvm|obj: fuse multiplies and adds into FMA "
+             "instructions (fast) or not (off, the default: results equal "
+             "the interpreter's bit for bit)"),
+    cl::values(clEnumValN(FPContract::Off, "off", "round every * and +"),
+               clEnumValN(FPContract::Fast, "fast",
+                          "fuse where the target has FMA, as g++ does")),
+    cl::init(FPContract::Off), cl::cat(gradcCategory));
+
 cl::opt<std::string>
     moduleName("module-name",
                cl::desc("Prefix of the C symbols (default: the file's stem)"),
@@ -331,6 +342,7 @@ int emitLLVM(Compilation &c, bool object) {
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
+  options.fpContractFast = fpContract == FPContract::Fast;
   std::string bytes, error;
   bool targetError = false;
   if (!plugin->emitLLVM(*c.ir, options, object, bytes, error, targetError)) {

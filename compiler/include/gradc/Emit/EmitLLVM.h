@@ -53,6 +53,12 @@ struct LLVMOptions {
   /// at least blasMinWork multiply-adds (the program must link a CBLAS,
   /// such as OpenBLAS); smaller products stay inline (docs/LLVMBackend.md).
   bool blas = false;
+  /// Let the code generator fuse a multiply and an add into one FMA where
+  /// the target has it (`--fp-contract=fast`, LLVM's FPOpFusion::Fast, what
+  /// g++ does by default under -march=native). Off by default: then every
+  /// `*` and `+` rounds separately and the results equal the interpreter's
+  /// bit for bit (docs/Math.md, "Contraction").
+  bool fpContractFast = false;
   /// When not empty, lower only these functions and what they call (the
   /// JIT compiles just the function it runs).
   std::vector<std::string> roots;

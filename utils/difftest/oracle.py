@@ -121,7 +121,10 @@ def op_pow(x, y, dt, y_zero=False):
         da = None if y_zero else dz * (b * op_pow(a, rnd(b - 1, dt), dt))
         pos = a > 0
         la = torch.log(torch.where(pos, a, torch.ones_like(a)))
-        db = torch.where(pos, (dz * z) * la, zero(dz))
+        # z is the float64 power; gradc's rule multiplies by its result,
+        # rounded to the element type: 3^448 is inf in f32, and a zero
+        # cotangent times it NaN (seed 20261212 program 653).
+        db = torch.where(pos, (dz * rnd(z, dt)) * la, zero(dz))
         return [da, db]
     return custom(torch.pow, bwd, x, y)
 

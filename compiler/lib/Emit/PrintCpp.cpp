@@ -211,6 +211,9 @@ private:
   /// with an `|=` of one flag two to three times slower than without: it
   /// reduces the vector on every trip), named `laneFlagsName[laneVar]`.
   std::string laneFlagsName, laneVar;
+  /// The first copy declares laneFlagsName (a lane loop calls a small
+  /// function): its parallel loops reduce both flags.
+  bool laneFlags = false;
   unsigned indent = 2;
   std::string lastComment;
   /// Matmul operands that a loop nest only transposes: the buffer, what it
@@ -706,7 +709,7 @@ void FunctionPrinter::block(const Block &b) {
 void FunctionPrinter::forLoop(const Stmt &s) {
   std::string v = depthNames[std::min<size_t>(depth, depthNames.size() - 1)];
   loopVars[s.var] = v;
-  if (s.parallel && !smallTrig)
+  if (s.parallel)
     parallelHead(s);
   bool lanes = loops::isLaneLoop(s);
   if (lanes)
@@ -733,6 +736,11 @@ void FunctionPrinter::forLoop(const Stmt &s) {
 /// "Threads").
 void FunctionPrinter::parallelHead(const Stmt &s) {
   std::string head = "GRADC_PARALLEL_FOR(gradc::numThreads() > 1";
+  if (smallTrig && loops::callsSmallArgumentVersion(s))
+    head = (laneFlags ? "GRADC_PARALLEL_FOR_FLAGS(" + rangeFlagName + ", " +
+                            laneFlagsName + ", "
+                      : "GRADC_PARALLEL_FOR_FLAG(" + rangeFlagName + ", ") +
+           "gradc::numThreads() > 1";
   if (s.work->kind == Expr::Kind::Const) {
     line(head + ")");
     return;
@@ -744,7 +752,7 @@ void FunctionPrinter::parallelHead(const Stmt &s) {
     return;
   }
   line(head + " &&");
-  line(std::string(19, ' ') + work);
+  line(std::string(head.size() - 23, ' ') + work);
 }
 
 /// Each iteration's own locals and stack arrays, at the top of the body
@@ -995,13 +1003,13 @@ void FunctionPrinter::stmt(const Stmt &s) {
 
 /// The first copy of a function with a range version (docs/Loops.md): the
 /// body with gradc::sinSmall/cosSmall, which set the flag for an argument
-/// of 2^30 or more (or inf or NaN), serially (threads run only the second
-/// copy); it returns when no argument was out of range, and otherwise
-/// the body runs again as it is, from the start (it reads only its
-/// inputs, and writes every output and temporary before it reads it).
+/// of 2^20 or more (or inf or NaN), their parallel loops on threads too
+/// (each thread's flags or-ed at the join); it returns when no argument
+/// was out of range, and otherwise the body runs again as it is, from the
+/// start (it reads only its inputs, and writes every output and temporary
+/// before it reads it).
 void FunctionPrinter::rangeVersion() {
   line("int32_t " + rangeFlagName + " = 0;");
-  bool laneFlags = false;
   walk(fn.body, [&](const Stmt &s) {
     laneFlags |= loops::isLaneLoop(s) && loops::callsSmallArgumentVersion(s);
   });
@@ -1009,9 +1017,7 @@ void FunctionPrinter::rangeVersion() {
   if (laneFlags)
     line("int32_t " + laneFlagsName + "[" + std::to_string(ir::reductionLanes) +
          "] = {};");
-  bool threads =
-      llvm::any_of(fn.body, [](const StmtPtr &s) { return s->parallel; });
-  line(threads ? "if (gradc::numThreads() == 1) {" : "{");
+  line("{");
   indent += 2;
   smallTrig = true;
   block(fn.body);

@@ -833,12 +833,10 @@ void FunctionPrinter::block(const Block &blk) {
 void FunctionPrinter::stmt(const Stmt &s) {
   switch (s.kind) {
   case Stmt::Kind::For:
-    if (s.parallel && !smallTrig) {
+    if (s.parallel) {
       parallelLoop(s);
       return;
     }
-    if (s.parallel)
-      privatesHere(s);
     {
       llvm::BranchInst *latch = forLoop(
           expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
@@ -1104,6 +1102,11 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
     else if (!llvm::isa<llvm::GlobalValue>(pointerOf(buf)))
       captured.push_back(pointerOf(buf));
   }
+  // In a range version's first copy, the flag last: each chunk sets its
+  // own and ors it into this one when it ends.
+  bool setsFlag = smallTrig && loops::callsSmallArgumentVersion(s);
+  if (setsFlag)
+    captured.push_back(rangeFlag);
   std::vector<llvm::Type *> types;
   for (llvm::Value *v : captured)
     types.push_back(v->getType());
@@ -1157,6 +1160,12 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
         pointers[buf] = field(next++);
     }
     privatesHere(s);
+    llvm::AllocaInst *sharedFlag = rangeFlag;
+    if (setsFlag) {
+      llvm::IRBuilder<> ab(entry, entry->begin());
+      rangeFlag = ab.CreateAlloca(b.getInt32Ty(), nullptr, "outOfRange");
+      b.CreateStore(b.getInt32(0), rangeFlag);
+    }
     forLoop(
         range->getArg(2), "i" + llvm::Twine(s.var),
         [&](llvm::Value *i) {
@@ -1165,6 +1174,12 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
           loopVars.erase(s.var);
         },
         range->getArg(1));
+    if (setsFlag) {
+      b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, field(next++),
+                        b.CreateLoad(b.getInt32Ty(), rangeFlag),
+                        llvm::MaybeAlign(4), llvm::AtomicOrdering::Monotonic);
+      rangeFlag = sharedFlag;
+    }
     b.CreateRetVoid();
     pointers = std::move(savedPointers);
     scalarParams = std::move(savedScalars);
@@ -1246,10 +1261,11 @@ void FunctionPrinter::privatesHere(const Stmt &s) {
 
 /// The first copy of a function with a range version (docs/Loops.md;
 /// PrintCpp's rangeVersion prints the same): the body with the
-/// small-argument sin and cos, which set the flag for an argument of 2^30
-/// or more (or inf or NaN), serially; it returns when none was out of
+/// small-argument sin and cos, which set the flag for an argument of 2^20
+/// or more (or inf or NaN); it returns when none was out of
 /// range, and otherwise (also when a failure may come from such an
-/// argument) the body runs again as it is. Threads run only the second.
+/// argument) the body runs again as it is. Its parallel loops run on
+/// threads too: each chunk has its own flag, or-ed into this one.
 void FunctionPrinter::rangeVersion() {
   {
     llvm::IRBuilder<> ab(entry, entry->begin());
@@ -1259,12 +1275,7 @@ void FunctionPrinter::rangeVersion() {
   auto *fast = llvm::BasicBlock::Create(ctx, "range.small", llfn);
   auto *general = llvm::BasicBlock::Create(ctx, "range.general");
   auto *fastFail = llvm::BasicBlock::Create(ctx, "range.fail");
-  if (llvm::any_of(fn.body, [](const StmtPtr &s) { return s->parallel; }))
-    b.CreateCondBr(
-        b.CreateICmpEQ(b.CreateCall(ms.threadCount()), b.getInt32(1)), fast,
-        general);
-  else
-    b.CreateBr(fast);
+  b.CreateBr(fast);
   b.SetInsertPoint(fast);
   llvm::BasicBlock *failed = failTarget;
   failTarget = fastFail;

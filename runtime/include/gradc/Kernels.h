@@ -506,14 +506,28 @@ inline int numThreads() {
 // A loop marked parallel is printed after GRADC_PARALLEL_FOR(condition):
 // compiled with OpenMP (-fopenmp) it runs on numThreads() threads when the
 // condition holds (several threads, enough work), in static chunks;
-// without OpenMP it is an ordinary loop, and nothing links libgomp.
+// without OpenMP it is an ordinary loop, and nothing links libgomp. In
+// the first copy of a range version (docs/Loops.md) the loop sets the
+// out-of-range flag, and the lane loops in it one flag per lane: each
+// thread sets its own copies, or-ed together when the team joins
+// (GRADC_PARALLEL_FOR_FLAG(flag, condition) and
+// GRADC_PARALLEL_FOR_FLAGS(flag, laneFlags, condition)).
 #ifdef _OPENMP
 #define GRADC_PRAGMA(x) _Pragma(#x)
 #define GRADC_PARALLEL_FOR(...)                                                \
   GRADC_PRAGMA(omp parallel for schedule(static) if (__VA_ARGS__)              \
                    num_threads(gradc::numThreads()))
+#define GRADC_PARALLEL_FOR_FLAG(flag, ...)                                     \
+  GRADC_PRAGMA(omp parallel for schedule(static) if (__VA_ARGS__)              \
+                   num_threads(gradc::numThreads()) reduction(| : flag))
+#define GRADC_PARALLEL_FOR_FLAGS(flag, laneFlags, ...)                         \
+  GRADC_PRAGMA(omp parallel for schedule(static) if (__VA_ARGS__)              \
+                   num_threads(gradc::numThreads()) reduction(| : flag)        \
+                       reduction(| : laneFlags[:8]))
 #else
 #define GRADC_PARALLEL_FOR(...)
+#define GRADC_PARALLEL_FOR_FLAG(flag, ...)
+#define GRADC_PARALLEL_FOR_FLAGS(flag, laneFlags, ...)
 #endif
 
 // A loop over the lanes of a reduction (loops::isLaneLoop: `lanes[k] +=

@@ -9,6 +9,8 @@
 
 #include "gradc/IR/Interpreter.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 #include <cassert>
 #include <cmath>
 
@@ -362,19 +364,34 @@ bool loops::isDotLoop(const Stmt &s) {
     });
     return ok;
   };
+  // Each iteration keeps its own sums: a local that an inner loop adds to
+  // is set earlier in the same iteration. A sum carried from one
+  // iteration to the next would be a reduction across the loop, which a
+  // forced vectorisation may reorder (LLVM's LoopVectorize allows it
+  // then): `%acc = 0; for i < 4 { for j < 3 { %acc += ... } }`, an f64
+  // sum of 12 terms (seed 20261215 program 75).
+  llvm::SmallPtrSet<const Buffer *, 4> set;
   bool dots = false;
   for (const StmtPtr &st : s.body) {
     if (st->kind != Stmt::Kind::For) {
       if (!plain(*st))
         return false;
+      if (st->kind == Stmt::Kind::Store &&
+          st->buffer->kind == Buffer::Kind::Local)
+        set.insert(st->buffer);
       continue;
     }
     if (st->parallel || st->extent->kind != Expr::Kind::Const ||
         st->extent->value > 8)
       return false;
-    for (const StmtPtr &inner : st->body)
+    for (const StmtPtr &inner : st->body) {
       if (!plain(*inner))
         return false;
+      if (inner->kind == Stmt::Kind::Accumulate &&
+          inner->buffer->kind == Buffer::Kind::Local &&
+          !set.contains(inner->buffer))
+        return false;
+    }
     dots |= st->body.size() == 1 &&
             st->body[0]->kind == Stmt::Kind::Accumulate &&
             st->body[0]->buffer->kind == Buffer::Kind::Local;

@@ -311,7 +311,8 @@ bool callsSmallArgumentVersion(const Stmt &s);
 /// (ExpandMatMul.cpp), as the `merge` pass may leave it: a loop over 4, 8
 /// or 16 iterations, not parallel, whose body is stores and accumulations
 /// (no math function of f64, a libm call) and loops of at most 8 constant
-/// iterations of such statements, one of which only adds to a local:
+/// iterations of such statements, one of which only adds to a local set
+/// earlier in the same iteration (no sum carried across iterations):
 /// `for i < 4 { %acc = 0; for p < 4 { %acc += f64(a[i * 4 + p]) *
 /// f64(b[p]) }; z[i] = f32(%acc) }`. The LLVM printer asks for it to be
 /// vectorised across its iterations (its inner loops unrolled first):

@@ -266,6 +266,10 @@ bool loops::isLaneLoop(const Stmt &s) {
     if (st->kind == Stmt::Kind::For || st->kind == Stmt::Kind::KernelCall ||
         st->kind == Stmt::Kind::Call || st->kind == Stmt::Kind::Check)
       return false;
+    // No sum carried from one lane to the next: the printers' forced
+    // vectorisation could reorder it (as isDotLoop).
+    if (st->kind == Stmt::Kind::Accumulate && !usesVar(*st->index, s.var))
+      return false;
     lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
              st->index->kind == Expr::Kind::LoopVar && st->index->var == s.var;
     walkExprs(*st, [&](const Expr &e) { loads |= e.kind == Expr::Kind::Load; });

@@ -275,7 +275,9 @@ struct LoopModule {
 /// accumulates into a stack buffer at its own index,
 /// `lanes[i] += f64(x[... + i])` (the fused producers of the summand in
 /// locals before it), and reads memory (not the loop that sets the lanes
-/// to 0 or -inf). Both printers keep
+/// to 0 or -inf), and adds to nothing at an index that is the same for
+/// every lane (a sum carried across the lanes, which a forced
+/// vectorisation could reorder). Both printers keep
 /// it rolled and ask for it to be vectorised across its lanes (PrintLLVM:
 /// loop metadata; PrintCpp: GRADC_LANE_LOOP): unrolled first, GCC and LLVM
 /// vectorise the loop around it instead and run each lane alone. A loop

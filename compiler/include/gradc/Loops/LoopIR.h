@@ -205,6 +205,13 @@ struct Stmt {
   /// index expression of the sizes); threads are used only when it is at
   /// least parallelMinWork.
   std::unique_ptr<Expr> work;
+  /// Set by the `jam` pass (JamRows.cpp) on a loop that it made of two
+  /// rows' loops and whose iterations touch disjoint memory: each buffer
+  /// that it writes (other than a local) it accesses only at its own
+  /// variable. A printer may say so to the C++ compiler (PrintCpp:
+  /// GRADC_IVDEP), which otherwise checks every pair of pointers at run
+  /// time before it vectorises (GCC gives up beyond 10 pairs).
+  bool independent = false;
 
   // Store, Accumulate.
   Buffer *buffer = nullptr;

@@ -131,6 +131,12 @@ struct Buffer {
   std::vector<double> data;
   /// For Scratch/Stack: the slot that buffer planning assigned (-1: none).
   int slot = -1;
+  /// For the lanes of a float maximum (Lowering::maxLanes), whose result
+  /// is computed again in order when the lanes give 0 or NaN: a `max=`
+  /// into them may keep either zero of two equal zeros (every other value
+  /// has one representation, and NaN still gives NaN). The LLVM printer
+  /// uses llvm.maximum with `nsz` there, one vmaxps and one blend.
+  bool zeroSignFree = false;
   /// For Scratch whose length no tensor type gives (the snapshots of a
   /// checkpointed loop): its element count, an index expression of the
   /// function's size names only, and `shape` is empty. Such a buffer is

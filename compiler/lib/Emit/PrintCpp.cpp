@@ -714,6 +714,8 @@ void FunctionPrinter::forLoop(const Stmt &s) {
   bool lanes = loops::isLaneLoop(s);
   if (lanes)
     line("GRADC_LANE_LOOP");
+  if (s.independent)
+    line("GRADC_IVDEP");
   line("for (int64_t " + v + " = 0; " + v + " < " +
        paren(expr(*s.extent), Relational + 1) + "; ++" + v + ") {");
   ++depth;

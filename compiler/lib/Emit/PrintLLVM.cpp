@@ -857,6 +857,19 @@ void FunctionPrinter::stmt(const Stmt &s) {
     llvm::Value *v = expr(*s.value);
     llvm::Value *idx = expr(*s.index);
     llvm::Value *old = loadElement(s.buffer, idx);
+    if (s.buffer->zeroSignFree && s.combiner != Combiner::Add) {
+      // The lanes of a maximum redone for 0 and NaN (LoopIR.h): the new
+      // value first, so that the chain through `old` is vmaxps and a
+      // blend on a mask of `v` alone.
+      llvm::Value *m = b.CreateBinaryIntrinsic(
+          s.combiner == Combiner::Max ? llvm::Intrinsic::maximum
+                                      : llvm::Intrinsic::minimum,
+          v, old);
+      if (auto *call = llvm::dyn_cast<llvm::Instruction>(m))
+        call->setHasNoSignedZeros(true);
+      storeElement(s.buffer, idx, m);
+      return;
+    }
     storeElement(s.buffer, idx,
                  combine(s.combiner, fromDType(s.buffer->dtype), old, v));
     return;

@@ -31,6 +31,11 @@ const LoopPass loopPasses[] = {
      "moves the definition of a local that an inner loop does not change "
      "out of that loop (Hoist.cpp)",
      hoistInvariants},
+    {"jam",
+     "works on two rows at a time (unroll and jam by 2) in a loop over "
+     "rows whose sums are chains of adds and that adds column sums across "
+     "its rows, each row with its own lanes (JamRows.cpp)",
+     jamRows},
     {"merge",
      "merges adjacent loops over the same rows when each buffer both use "
      "is used row by row, and shrinks a scratch buffer used one row at a "

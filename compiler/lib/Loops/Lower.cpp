@@ -236,6 +236,8 @@ void Lowering::maxLanes(Block &block, Buffer *m, const Dim &n,
       isFloat ? -double(INFINITY) : double(std::numeric_limits<int32_t>::min());
   Buffer *lanes =
       fn.addBuffer(Buffer::Kind::Stack, m->dtype, {Dim::known(w)}, "max_lanes");
+  // Redone below when the lanes give 0 (or NaN).
+  lanes->zeroSignFree = isFloat;
   {
     auto [body, l] = openLoop(block, index(w));
     store(*body, lanes, l->clone(), constant(t, lowest));

@@ -191,6 +191,8 @@ private:
         }
         os << " work(" << expr(*s.work) << ")";
       }
+      if (s.independent)
+        os << " independent";
       os << " {\n";
       printBlock(s.body, depth + 1);
       indent(depth);

@@ -131,6 +131,12 @@ struct Buffer {
   std::vector<double> data;
   /// For Scratch/Stack: the slot that buffer planning assigned (-1: none).
   int slot = -1;
+  /// For the lanes of a float maximum (Lowering::maxLanes), whose result
+  /// is computed again in order when the lanes give 0 or NaN: a `max=`
+  /// into them may keep either zero of two equal zeros (every other value
+  /// has one representation, and NaN still gives NaN). The LLVM printer
+  /// uses llvm.maximum with `nsz` there, one vmaxps and one blend.
+  bool zeroSignFree = false;
   /// For Scratch whose length no tensor type gives (the snapshots of a
   /// checkpointed loop): its element count, an index expression of the
   /// function's size names only, and `shape` is empty. Such a buffer is
@@ -205,6 +211,13 @@ struct Stmt {
   /// index expression of the sizes); threads are used only when it is at
   /// least parallelMinWork.
   std::unique_ptr<Expr> work;
+  /// Set by the `jam` pass (JamRows.cpp) on a loop that it made of two
+  /// rows' loops and whose iterations touch disjoint memory: each buffer
+  /// that it writes (other than a local) it accesses only at its own
+  /// variable. A printer may say so to the C++ compiler (PrintCpp:
+  /// GRADC_IVDEP), which otherwise checks every pair of pointers at run
+  /// time before it vectorises (GCC gives up beyond 10 pairs).
+  bool independent = false;
 
   // Store, Accumulate.
   Buffer *buffer = nullptr;

@@ -71,6 +71,9 @@ uint64_t mergeLoopsWork();
 /// `hoist`: a local's definition that does not change in an inner loop
 /// moves out of it (Hoist.cpp).
 bool hoistInvariants(LoopModule &module, std::string &error);
+/// `jam`: a loop over rows whose sums are chains of adds, with column
+/// sums across its rows, works on two rows at a time (JamRows.cpp).
+bool jamRows(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
@@ -98,7 +101,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
 constexpr const char *defaultLoopPipeline =
-    "fuse,expand,merge,hoist,plan,parallel";
+    "fuse,expand,merge,hoist,jam,plan,parallel";
 
 /// Lowers `module`, verifies it, runs defaultLoopPipeline and verifies the
 /// result: what both backends print. The passes are verified once at the

@@ -1,0 +1,594 @@
+//===- JamRows.cpp - Two rows at a time where a row's sums are add chains -===//
+//
+// The loop pass `jam` (unroll and jam by 2): once `merge` and `hoist` made
+// a gradient one loop over the rows (K5, layer norm), each row runs its
+// sums one after the other, and each 8-lane f64 sum of a row of C
+// elements is C / 8 dependent additions per lane: the loop waits on the
+// latency of an add, not on memory or on the adders. Working on two rows
+// at once, each with its own lanes, gives the core two independent chains
+// and changes no sum: each row still adds its own elements in its own
+// order. A top-level loop `for %i < R { S_1; ...; S_n }` becomes
+//
+//   for %k < R / 2 { S_1[2k] ⋈ S_1[2k+1]; ...; S_n[2k] ⋈ S_n[2k+1] }
+//   for %r < R % 2 { S_1[R - R % 2 + r]; ...; S_n[R - R % 2 + r] }
+//
+// where S[e] is S with %i replaced by e and the second row's private
+// buffers renamed, and A ⋈ B is one loop `for %j < E { body_A; body_B }`
+// when A is a loop over E (free of %i) that holds the chunks of a sum (a
+// lane loop in its body: two rows' chains in one loop) or adds to a
+// column sum (below: the column read and written once for both rows),
+// else A; B (an elementwise loop gains nothing from two rows and would
+// give a C++ compiler more pointers to prove apart). The loop is jammed
+// when
+//
+//  1. S has no check, call or kernel call, and no i32 division;
+//  2. every buffer that S writes (through views, by root) is
+//     a. *private*: a local, stack or scratch buffer (of a tensor shape,
+//        with no view) that no statement outside the loop touches, and
+//        that each iteration sets before it reads it: a local is read (or
+//        added to) only after a definition in the same or an enclosing
+//        block of S; an array is first touched by a top-level loop
+//        `for %j < N` of S, N its length, whose body stores it at `%j`
+//        (directly in the body) before any other access, all of them at
+//        `%j`. The second row gets its own copy;
+//     b. a *column sum*: S only adds to it (accumulates, never loads or
+//        stores it), in one top-level statement of S, and when that is a
+//        loop that is jammed, each accumulation is at exactly that loop's
+//        variable `%j`. In the jammed loop, element j gets row 2k's terms
+//        and then row 2k+1's, in the order in which row 2k's all came
+//        before row 2k+1's: bit for bit the sums of `for %i < R`;
+//     c. a *row* of its own per iteration: every access in S is at `%i`,
+//        or at `%i * W + %j` with %j a loop of S over W (one W for the
+//        buffer), so two rows touch disjoint elements;
+//  3. at least one buffer is a column sum (a loop without one is
+//     independent across rows, and the `parallel` pass gives it threads
+//     instead: the indices of a jammed loop are no longer of one layout);
+//  4. S holds a lane loop (`loops::isLaneLoop`) with no math function in
+//     it whose lanes are private: a sum of the row's own, a chain of cheap
+//     adds (a sum of exponentials waits on exp, not on the add; the lanes
+//     of a sum over every axis live across the chunks of `for %c < N / 8`
+//     and are a column sum there), and S has at most jamMaxStatements
+//     statements (the loop's code doubles).
+//
+// Then the reads and writes of the two rows touch disjoint memory
+// (renamed privates, disjoint rows) except the column sums, whose order
+// per element is kept: interp, loops and both backends agree bit for bit.
+// In a jammed loop where each row adds once to a column sum,
+// `%acc[%j] += a; ...; %acc[%j] += b` becomes `%acc.col = %acc[%j] + a;
+// ...; %acc[%j] = %acc.col + b` (the same additions), and a jammed loop
+// that touches each buffer it writes only at %j is marked `independent`
+// (the C++ printer's GRADC_IVDEP: GCC checks at most 10 pairs of pointers
+// for overlap before it vectorises, and K5's column loop has 18).
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Loops/Loops.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <functional>
+#include <optional>
+
+using namespace gradc;
+using namespace gradc::loops;
+
+namespace {
+
+/// At most this many statements (nested ones included) in a jammed loop.
+constexpr unsigned jamMaxStatements = 256;
+
+Buffer *rootOf(Buffer *b) {
+  while (b->kind == Buffer::Kind::Alias && b->base)
+    b = b->base;
+  return b;
+}
+
+/// Whether every view from `b` to its root starts at element 0.
+bool zeroOffsets(const Buffer *b) {
+  for (; b->kind == Buffer::Kind::Alias && b->base; b = b->base)
+    if (!b->offset || !isIndexConst(*b->offset, 0))
+      return false;
+  return true;
+}
+
+/// `e` as an index constant, if it is one.
+std::optional<int64_t> constIndex(const Expr &e) {
+  if (e.kind == Expr::Kind::Const && e.type == ScalarType::Index)
+    return int64_t(e.value);
+  return std::nullopt;
+}
+
+/// One access of a buffer in the loop: its index, the statement (for a
+/// store or an accumulation) or null (a load), and the loops around it
+/// inside the jammed loop, innermost last.
+struct Access {
+  Buffer *buffer; ///< as written (a view or the root)
+  const Expr *index;
+  const Stmt *write;
+  size_t top; ///< which top-level statement of the loop holds it
+  llvm::SmallVector<const Stmt *, 4> loops;
+};
+
+/// Copies statements with the row variable replaced by an expression,
+/// fresh loop variables, and some buffers renamed.
+class Copier {
+public:
+  Copier(LoopFunction &fn, unsigned rowVar, const Expr &row)
+      : fn(fn), rowVar(rowVar), row(row) {}
+
+  llvm::DenseMap<unsigned, unsigned> vars;
+  llvm::DenseMap<const Buffer *, Buffer *> buffers;
+
+  ExprPtr expr(const Expr &e) {
+    if (e.kind == Expr::Kind::LoopVar) {
+      if (e.var == rowVar)
+        return row.clone();
+      auto it = vars.find(e.var);
+      return loopVar(it == vars.end() ? e.var : it->second);
+    }
+    auto c = std::make_unique<Expr>(e.kind, e.type);
+    c->value = e.value;
+    c->name = e.name;
+    c->var = e.var;
+    c->buffer = buffer(e.buffer);
+    c->op = e.op;
+    c->fn = e.fn;
+    for (const ExprPtr &a : e.args)
+      c->args.push_back(expr(*a));
+    return c;
+  }
+
+  StmtPtr stmt(const Stmt &s) {
+    auto c = std::make_unique<Stmt>(s.kind);
+    c->origin = s.origin;
+    if (s.kind == Stmt::Kind::For) {
+      if (!vars.count(s.var))
+        vars[s.var] = fn.numVars++;
+      c->var = vars[s.var];
+      c->extent = expr(*s.extent);
+      for (const StmtPtr &b : s.body)
+        c->body.push_back(stmt(*b));
+    }
+    c->buffer = buffer(s.buffer);
+    c->index = s.index ? expr(*s.index) : nullptr;
+    c->value = s.value ? expr(*s.value) : nullptr;
+    c->combiner = s.combiner;
+    return c;
+  }
+
+private:
+  LoopFunction &fn;
+  unsigned rowVar;
+  const Expr &row;
+
+  Buffer *buffer(Buffer *b) {
+    if (!b)
+      return nullptr;
+    auto it = buffers.find(b);
+    return it == buffers.end() ? b : it->second;
+  }
+};
+
+class Jammer {
+public:
+  explicit Jammer(LoopFunction &fn) : fn(fn) {}
+
+  void run() {
+    // Which top-level statements touch each buffer (by root), and which
+    // buffers have views.
+    for (const auto &b : fn.buffers)
+      if (b->kind == Buffer::Kind::Alias && b->base)
+        viewed.insert(rootOf(b->base));
+    for (size_t t = 0; t < fn.body.size(); ++t)
+      walk(*fn.body[t], [&](Buffer *b) { touchedBy[rootOf(b)].insert(t); });
+    for (size_t t = 0; t < fn.body.size(); ++t) {
+      Stmt &loop = *fn.body[t];
+      if (loop.kind != Stmt::Kind::For || loop.parallel || !jammable(loop, t))
+        continue;
+      std::vector<StmtPtr> jammed = jam(loop);
+      fn.body.erase(fn.body.begin() + t);
+      fn.body.insert(fn.body.begin() + t,
+                     std::make_move_iterator(jammed.begin()),
+                     std::make_move_iterator(jammed.end()));
+      // The statement indices of touchedBy are stale after t; a buffer of
+      // a later loop is touched by no statement before it, which is all
+      // that `jammable` asks of indices (`only in this loop`), so shift.
+      for (auto &entry : touchedBy) {
+        llvm::DenseSet<size_t> shifted;
+        for (size_t u : entry.second)
+          shifted.insert(u > t ? u + jammed.size() - 1 : u);
+        entry.second = std::move(shifted);
+      }
+      t += jammed.size() - 1;
+    }
+  }
+
+private:
+  LoopFunction &fn;
+  llvm::DenseSet<const Buffer *> viewed;
+  llvm::DenseMap<const Buffer *, llvm::DenseSet<size_t>> touchedBy;
+
+  // Analysis of the loop being looked at.
+  llvm::SmallVector<Buffer *, 8> privates;
+  llvm::DenseMap<const Buffer *, size_t> columnSums; // -> its statement
+  llvm::SmallVector<Buffer *, 4> columnOrder;        // in order of access
+
+  /// Calls f on every buffer a statement (nested ones included) names.
+  static void walk(const Stmt &s, llvm::function_ref<void(Buffer *)> f) {
+    walkExprs(s, [&](const Expr &e) {
+      if (e.kind == Expr::Kind::Load)
+        f(e.buffer);
+    });
+    if (s.buffer)
+      f(s.buffer);
+    for (Buffer *b : s.outputs)
+      f(b);
+    for (Buffer *b : s.inputs)
+      f(b);
+    for (const StmtPtr &b : s.body)
+      walk(*b, f);
+  }
+
+  static bool integerDivision(const Expr &e) {
+    if (e.kind == Expr::Kind::Prim &&
+        (e.op == PrimOp::Div || e.op == PrimOp::Rem) &&
+        e.type == ScalarType::I32)
+      return true;
+    for (const ExprPtr &a : e.args)
+      if (integerDivision(*a))
+        return true;
+    return false;
+  }
+
+  /// Collects the accesses of the loop's body; false if a statement kind
+  /// or an expression rules the loop out (condition 1).
+  bool collect(const Stmt &loop, std::vector<Access> &accesses,
+               unsigned &statements,
+               llvm::DenseSet<const Buffer *> &cheapLanes) {
+    llvm::SmallVector<const Stmt *, 4> loops;
+    size_t top = 0;
+    bool ok = true;
+    std::function<void(const Stmt &)> visit = [&](const Stmt &s) {
+      ++statements;
+      if (s.kind == Stmt::Kind::Check || s.kind == Stmt::Kind::Call ||
+          s.kind == Stmt::Kind::KernelCall) {
+        ok = false;
+        return;
+      }
+      walkExprs(s, [&](const Expr &e) {
+        if (e.kind == Expr::Kind::Load)
+          accesses.push_back({e.buffer, e.args[0].get(), nullptr, top, loops});
+        ok &= !integerDivision(e);
+      });
+      if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+        accesses.push_back({s.buffer, s.index.get(), &s, top, loops});
+      if (s.kind != Stmt::Kind::For)
+        return;
+      if (isLaneLoop(s)) {
+        bool math = false;
+        for (const StmtPtr &b : s.body)
+          walkExprs(*b, [&](const Expr &e) {
+            math |= e.kind == Expr::Kind::Intrinsic;
+          });
+        for (const StmtPtr &b : s.body)
+          if (!math && b->buffer && b->buffer->kind == Buffer::Kind::Stack)
+            cheapLanes.insert(b->buffer);
+      }
+      loops.push_back(&s);
+      for (const StmtPtr &b : s.body)
+        visit(*b);
+      loops.pop_back();
+    };
+    for (; top < loop.body.size(); ++top)
+      visit(*loop.body[top]);
+    return ok;
+  }
+
+  /// Whether a local of the loop is read (or added to) only after a
+  /// definition in the same or an enclosing block of the loop's body.
+  static bool definedBeforeRead(const Block &body, const Buffer *local) {
+    bool ok = true;
+    std::function<void(const Block &, bool)> visit = [&](const Block &block,
+                                                         bool defined) {
+      for (const StmtPtr &s : block) {
+        walkExprs(*s, [&](const Expr &e) {
+          ok &= defined || e.kind != Expr::Kind::Load || e.buffer != local;
+        });
+        if (s->kind == Stmt::Kind::Accumulate && s->buffer == local)
+          ok &= defined;
+        visit(s->body, defined);
+        defined |= s->kind == Stmt::Kind::Store && s->buffer == local;
+      }
+    };
+    visit(body, false);
+    return ok;
+  }
+
+  /// Condition 2a for an array: its first toucher is a top-level loop
+  /// over its length that stores it at its variable first, and touches
+  /// it only there.
+  static bool writtenFirst(const Stmt &loop, const Buffer *b,
+                           const std::vector<Access> &accesses) {
+    size_t first = loop.body.size();
+    for (const Access &a : accesses)
+      if (rootOf(a.buffer) == b)
+        first = std::min(first, a.top);
+    if (first == loop.body.size())
+      return false;
+    const Stmt &f = *loop.body[first];
+    if (f.kind != Stmt::Kind::For || usesVar(*f.extent, loop.var) ||
+        !sameExpr(*f.extent, *b->numElements()))
+      return false;
+    // The first statement of f's body that touches b stores it at %j.
+    for (const StmtPtr &s : f.body) {
+      bool touches = false;
+      walk(*s, [&](Buffer *x) { touches |= x == b; });
+      if (!touches)
+        continue;
+      if (s->kind != Stmt::Kind::Store || s->buffer != b)
+        return false;
+      bool reads = false;
+      walkExprs(*s, [&](const Expr &e) {
+        reads |= e.kind == Expr::Kind::Load && e.buffer == b;
+      });
+      if (reads)
+        return false;
+      break;
+    }
+    for (const Access &a : accesses)
+      if (a.top == first && rootOf(a.buffer) == b &&
+          (a.buffer != b || a.index->kind != Expr::Kind::LoopVar ||
+           a.index->var != f.var))
+        return false;
+    return true;
+  }
+
+  /// Condition 2c: `%i`, or `%i * W + %j` with %j a loop over W around
+  /// the access; W (1 for `%i`) is the same for every access.
+  static bool rowIndexed(const Stmt &loop, const Access &a,
+                         std::optional<ExprPtr> &width) {
+    if (!zeroOffsets(a.buffer))
+      return false;
+    const Expr &e = *a.index;
+    ExprPtr w;
+    if (e.kind == Expr::Kind::LoopVar && e.var == loop.var) {
+      w = index(1);
+    } else if (e.kind == Expr::Kind::Prim && e.op == PrimOp::Add &&
+               e.args[1]->kind == Expr::Kind::LoopVar) {
+      const Expr &mul = *e.args[0];
+      unsigned j = e.args[1]->var;
+      if (mul.kind != Expr::Kind::Prim || mul.op != PrimOp::Mul ||
+          mul.args[0]->kind != Expr::Kind::LoopVar ||
+          mul.args[0]->var != loop.var || usesVar(*mul.args[1], loop.var))
+        return false;
+      const Stmt *around = nullptr;
+      for (const Stmt *l : a.loops)
+        if (l->var == j)
+          around = l;
+      if (!around || !sameExpr(*around->extent, *mul.args[1]))
+        return false;
+      w = mul.args[1]->clone();
+    } else {
+      return false;
+    }
+    if (!width) {
+      width = std::move(w);
+      return true;
+    }
+    return sameExpr(**width, *w);
+  }
+
+  bool jammable(const Stmt &loop, size_t t) {
+    privates.clear();
+    columnSums.clear();
+    columnOrder.clear();
+    if (std::optional<int64_t> n = constIndex(*loop.extent); n && *n < 2)
+      return false;
+    std::vector<Access> accesses;
+    unsigned statements = 0;
+    llvm::DenseSet<const Buffer *> cheapLanes;
+    if (!collect(loop, accesses, statements, cheapLanes) ||
+        cheapLanes.empty() || statements > jamMaxStatements)
+      return false;
+    // The buffers written in the loop, in order of first access.
+    llvm::SmallVector<Buffer *, 16> written;
+    llvm::DenseSet<const Buffer *> seen;
+    for (const Access &a : accesses)
+      if (a.write && seen.insert(rootOf(a.buffer)).second)
+        written.push_back(rootOf(a.buffer));
+    for (Buffer *b : written) {
+      bool direct = !viewed.count(b), loaded = false, onlyAdds = true;
+      llvm::DenseSet<size_t> tops;
+      for (const Access &a : accesses) {
+        if (rootOf(a.buffer) != b)
+          continue;
+        direct &= a.buffer == b;
+        loaded |= !a.write;
+        onlyAdds &= a.write && a.write->kind == Stmt::Kind::Accumulate;
+        tops.insert(a.top);
+      }
+      const llvm::DenseSet<size_t> &users = touchedBy[b];
+      bool onlyHere = users.size() == 1 && users.count(t);
+      bool kindOk = b->kind == Buffer::Kind::Local ||
+                    b->kind == Buffer::Kind::Stack ||
+                    (b->kind == Buffer::Kind::Scratch && !b->count);
+      if (kindOk && direct && onlyHere &&
+          (b->kind == Buffer::Kind::Local ? definedBeforeRead(loop.body, b)
+                                          : writtenFirst(loop, b, accesses))) {
+        privates.push_back(b);
+        continue;
+      }
+      if (direct && onlyAdds && !loaded && tops.size() == 1 &&
+          columnSumPlaced(loop, b, *tops.begin(), accesses)) {
+        columnSums[b] = *tops.begin();
+        columnOrder.push_back(b);
+        continue;
+      }
+      std::optional<ExprPtr> width;
+      for (const Access &a : accesses)
+        if (rootOf(a.buffer) == b && !rowIndexed(loop, a, width))
+          return false;
+    }
+    // A sum of each row's own: lanes that each iteration sets.
+    return !columnSums.empty() && llvm::any_of(privates, [&](const Buffer *b) {
+      return cheapLanes.count(b);
+    });
+  }
+
+  /// Condition 2b: in a statement that is jammed, every accumulation of
+  /// `b` is at that loop's variable.
+  static bool columnSumPlaced(const Stmt &loop, const Buffer *b, size_t top,
+                              const std::vector<Access> &accesses) {
+    const Stmt &s = *loop.body[top];
+    if (s.kind != Stmt::Kind::For || usesVar(*s.extent, loop.var))
+      return true;
+    unsigned j = s.var;
+    for (const Access &a : accesses)
+      if (a.buffer == b && (a.index->kind != Expr::Kind::LoopVar ||
+                            a.index->var != j || usesVar(*a.index, loop.var)))
+        return false;
+    return true;
+  }
+
+  /// Whether top-level statement `s` of `loop` is a loop whose two rows'
+  /// copies become one loop: the chunks of a sum (a loop with a lane loop
+  /// in its body), whose extent does not depend on the row.
+  bool jamsWith(const Stmt &loop, const Stmt &s) const {
+    if (s.kind != Stmt::Kind::For || usesVar(*s.extent, loop.var))
+      return false;
+    if (llvm::any_of(s.body, [](const StmtPtr &b) { return isLaneLoop(*b); }))
+      return true;
+    bool sums = false;
+    for (const StmtPtr &b : s.body)
+      sums |= b->kind == Stmt::Kind::Accumulate && columnSums.count(b->buffer);
+    return sums;
+  }
+
+  std::vector<StmtPtr> jam(Stmt &loop) {
+    const Expr &rows = *loop.extent;
+    unsigned k = fn.numVars++, r = fn.numVars++;
+    ExprPtr even = prim(PrimOp::Mul, loopVar(k), index(2));
+    ExprPtr odd = prim(PrimOp::Add, even->clone(), index(1));
+    ExprPtr last = prim(PrimOp::Add,
+                        prim(PrimOp::Sub, rows.clone(),
+                             prim(PrimOp::Rem, rows.clone(), index(2))),
+                        loopVar(r));
+    Copier first(fn, loop.var, *even), second(fn, loop.var, *odd),
+        rest(fn, loop.var, *last);
+    for (Buffer *b : privates)
+      second.buffers[b] = fn.addBuffer(b->kind, b->dtype, b->shape, b->name);
+
+    auto pairs = std::make_unique<Stmt>(Stmt::Kind::For);
+    pairs->origin = loop.origin;
+    pairs->var = k;
+    pairs->extent = halve(rows, PrimOp::Div);
+    for (const StmtPtr &s : loop.body) {
+      StmtPtr a = first.stmt(*s);
+      if (jamsWith(loop, *s)) {
+        second.vars[s->var] = a->var;
+        size_t half = a->body.size();
+        for (const StmtPtr &b : s->body)
+          a->body.push_back(second.stmt(*b));
+        carryColumnSums(*a, half);
+        a->independent = independent(*a);
+        pairs->body.push_back(std::move(a));
+        continue;
+      }
+      pairs->body.push_back(std::move(a));
+      pairs->body.push_back(second.stmt(*s));
+    }
+    auto remainder = std::make_unique<Stmt>(Stmt::Kind::For);
+    remainder->origin = loop.origin;
+    remainder->var = r;
+    remainder->extent = halve(rows, PrimOp::Rem);
+    for (const StmtPtr &s : loop.body)
+      remainder->body.push_back(rest.stmt(*s));
+
+    std::vector<StmtPtr> out;
+    out.push_back(std::move(pairs));
+    std::optional<int64_t> n = constIndex(rows);
+    if (!n || *n % 2)
+      out.push_back(std::move(remainder));
+    return out;
+  }
+
+  /// In a jammed loop whose first `half` statements are row 2k's: when
+  /// each row adds to a column sum once, at the loop's variable,
+  /// `%acc[j] += a ... %acc[j] += b` becomes `%col = %acc[j] + a ...
+  /// %acc[j] = %col + b`: the same two additions in the same order, with
+  /// the element in a register between them (a C++ compiler must reload
+  /// it after any store in between that it cannot prove apart from it).
+  void carryColumnSums(Stmt &jammed, size_t half) {
+    for (Buffer *sum : columnOrder) {
+      Stmt *adds[2] = {nullptr, nullptr};
+      unsigned count[2] = {0, 0};
+      for (size_t n = 0; n < jammed.body.size(); ++n) {
+        Stmt &st = *jammed.body[n];
+        if (st.kind == Stmt::Kind::Accumulate && st.buffer == sum) {
+          ++count[n >= half];
+          adds[n >= half] = &st;
+        }
+      }
+      if (count[0] != 1 || count[1] != 1 ||
+          adds[0]->combiner != Combiner::Add ||
+          adds[1]->combiner != Combiner::Add)
+        continue;
+      Buffer *col =
+          fn.addBuffer(Buffer::Kind::Local, sum->dtype, {}, sum->name + ".col");
+      Stmt &a = *adds[0], &b = *adds[1];
+      a.kind = Stmt::Kind::Store;
+      a.value =
+          prim(PrimOp::Add, load(sum, a.index->clone()), std::move(a.value));
+      a.buffer = col;
+      a.index = index(0);
+      b.kind = Stmt::Kind::Store;
+      b.value = prim(PrimOp::Add, load(col, index(0)), std::move(b.value));
+    }
+  }
+
+  /// Whether each buffer (not a local) that `loop` writes is accessed in
+  /// it only at `%j`, its variable, directly or through views at 0.
+  static bool independent(const Stmt &loop) {
+    llvm::DenseSet<const Buffer *> written;
+    loops::walk(loop.body, [&](const Stmt &s) {
+      if ((s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) &&
+          s.buffer->kind != Buffer::Kind::Local)
+        written.insert(rootOf(s.buffer));
+    });
+    bool ok = true;
+    auto atJ = [&](Buffer *b, const Expr &index) {
+      if (!written.count(rootOf(b)))
+        return;
+      ok &= zeroOffsets(b) && index.kind == Expr::Kind::LoopVar &&
+            index.var == loop.var;
+    };
+    loops::walk(loop.body, [&](const Stmt &s) {
+      walkExprs(s, [&](const Expr &e) {
+        if (e.kind == Expr::Kind::Load)
+          atJ(e.buffer, *e.args[0]);
+      });
+      if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+        atJ(s.buffer, *s.index);
+      ok &= s.kind != Stmt::Kind::Call && s.kind != Stmt::Kind::KernelCall;
+    });
+    return ok;
+  }
+
+  /// `R / 2` or `R % 2`, folded when R is a constant.
+  static ExprPtr halve(const Expr &rows, PrimOp op) {
+    if (std::optional<int64_t> n = constIndex(rows))
+      return index(op == PrimOp::Div ? *n / 2 : *n % 2);
+    return prim(op, rows.clone(), index(2));
+  }
+};
+
+} // namespace
+
+bool loops::jamRows(LoopModule &module, std::string &) {
+  for (auto &fn : module.functions)
+    Jammer(*fn).run();
+  return true;
+}

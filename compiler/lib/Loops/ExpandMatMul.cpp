@@ -89,13 +89,37 @@ const Buffer *root(const Buffer *b) {
   return b;
 }
 
-/// A transpose nest: `for r < R { for c < C { t[r * C + c] = x[c * R + r] } }`.
+/// A transpose nest: `for r < R { for c < C { t[r * C + c] = x[c * R + r] } }`;
+/// or, for a vector (R or C is 1, the transpose lowered without its loop
+/// of one), a copy `for c < C { t[c] = x[c] }`.
 struct Transpose {
   Buffer *t = nullptr, *x = nullptr;
   int64_t rows = 0, cols = 0;
+  bool copy = false;
 };
 
+bool matchCopy(const Stmt &loop, Transpose &tr) {
+  if (loop.kind != Stmt::Kind::For || loop.parallel || loop.body.size() != 1)
+    return false;
+  const Stmt &store = *loop.body[0];
+  int64_t size;
+  if (store.kind != Stmt::Kind::Store || !constIndex(*loop.extent, size) ||
+      !isVar(*store.index, loop.var))
+    return false;
+  const Expr &v = *store.value;
+  Buffer *t = store.buffer;
+  if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
+      v.kind != Expr::Kind::Load || v.buffer->dtype != t->dtype ||
+      v.buffer == t || v.buffer->kind == Buffer::Kind::Local ||
+      !isVar(*v.args[0], loop.var))
+    return false;
+  tr = {t, v.buffer, size, 1, true};
+  return true;
+}
+
 bool matchTranspose(const Stmt &outer, Transpose &tr) {
+  if (matchCopy(outer, tr))
+    return true;
   if (outer.kind != Stmt::Kind::For || outer.parallel || outer.body.size() != 1)
     return false;
   const Stmt &inner = *outer.body[0];
@@ -116,7 +140,7 @@ bool matchTranspose(const Stmt &outer, Transpose &tr) {
       !matchIndex(*v.args[0], inner.var, outer.var, xStride) ||
       tStride != cols || xStride != rows)
     return false;
-  tr = {t, v.buffer, rows, cols};
+  tr = {t, v.buffer, rows, cols, false};
   return true;
 }
 
@@ -170,9 +194,12 @@ private:
         continue;
       int64_t m, k, n;
       if (!constIndex(*s.operands[3], m) || !constIndex(*s.operands[4], k) ||
-          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 || n != 1 ||
-          k > maxExpandDepth || m * k > maxExpandWork ||
+          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 ||
           !isFloatType(s.accType))
+        continue;
+      bool outer = k == 1 && n > 1;
+      if (!outer &&
+          (n != 1 || k > maxExpandDepth || m * k > maxExpandWork))
         continue;
       // Transposed operands, found before the kernel is replaced.
       Transpose from[2];
@@ -184,7 +211,9 @@ private:
       for (size_t at :
            {std::max(nestAt[0], nestAt[1]), std::min(nestAt[0], nestAt[1])})
         if (at != SIZE_MAX) {
-          dead.insert(block[at]->body[0]->body[0]->buffer);
+          const Stmt &nest = *block[at]->body[0];
+          dead.insert(nest.kind == Stmt::Kind::For ? nest.body[0]->buffer
+                                                   : nest.buffer);
           block.erase(block.begin() + at);
           --i;
         }
@@ -205,8 +234,10 @@ private:
       if (matchTranspose(*block[j], candidate) && candidate.t == t) {
         // a is M x K, b is K x N.
         int64_t rows = op == 0 ? m : k, cols = op == 0 ? k : n;
-        if (candidate.rows != rows || candidate.cols != cols ||
-            root(candidate.x) == root(s.outputs[0]))
+        bool fits = candidate.copy ? candidate.rows == rows * cols
+                                   : candidate.rows == rows &&
+                                         candidate.cols == cols;
+        if (!fits || root(candidate.x) == root(s.outputs[0]))
           return;
         for (size_t between = j + 1; between < at; ++between)
           if (writes(*block[between], candidate.x))
@@ -256,11 +287,54 @@ private:
     // a[i, p], b[p, j], each as stored or where its transpose came from.
     auto element = [&](unsigned op, const StmtPtr &row, const StmtPtr &col,
                        int64_t cols) {
+      if (const Transpose &tr = from[op]; tr.t && tr.copy)
+        return load(tr.x, add(mul(var(row), index(cols)), var(col)));
       if (const Transpose &tr = from[op]; tr.t)
         return load(tr.x, add(mul(var(col), index(tr.rows)), var(row)));
       return load(s.inputs[op], add(s.operands[op + 1]->clone(),
                                     add(mul(var(row), index(cols)), var(col))));
     };
+    Buffer *z = s.outputs[0];
+    ExprPtr at =
+        add(s.operands[0]->clone(), add(mul(var(iLoop), index(n)), var(jLoop)));
+    ExprPtr a = element(0, iLoop, pLoop, k), b = element(1, pLoop, jLoop, n);
+    Block around;
+    if (k == 1) {
+      // One term: T(+0 + f64(a) * f64(b)) is the product in T plus +0 (the
+      // product of two floats is exact in f64, so rounding it once to f32
+      // is f32's product; the +0 turns a -0 product into the +0 that the
+      // sum from +0 gives).
+      ScalarType t = fromDType(z->dtype);
+      auto result = std::make_unique<Stmt>(Stmt::Kind::Store);
+      result->origin = origin;
+      result->buffer = z;
+      result->index = std::move(at);
+      result->value = add(mul(std::move(a), std::move(b)), constant(t, 0));
+      around.push_back(std::move(result));
+    } else {
+      around = dotProduct(s, std::move(at), std::move(a), std::move(b),
+                          std::move(pLoop));
+    }
+    for (StmtPtr *loop : {&jLoop, &iLoop}) {
+      if (!*loop)
+        continue;
+      (*loop)->body = std::move(around);
+      around.clear();
+      around.push_back(std::move(*loop));
+    }
+    if (around.size() == 1)
+      return std::move(around[0]);
+    // M = N = 1: one dot product, in a loop of one iteration.
+    StmtPtr once = newLoop(1, origin);
+    once->body = std::move(around);
+    return once;
+  }
+
+  /// `%acc = 0; for %p < K { %acc += f64(a) * f64(b) }; z[at] = T(%acc)`
+  /// (without the loop over p when K = 1).
+  Block dotProduct(const Stmt &s, ExprPtr at, ExprPtr a, ExprPtr b,
+                   StmtPtr pLoop) {
+    const Origin &origin = s.origin;
     ScalarType acc = s.accType;
     // A float accumulator (the only kind expanded) is f64 or f32.
     Buffer *local = fn.addBuffer(
@@ -276,14 +350,13 @@ private:
     term->buffer = local;
     term->index = index(0);
     term->combiner = Combiner::Add;
-    term->value = mul(cast(acc, element(0, iLoop, pLoop, k)),
-                      cast(acc, element(1, pLoop, jLoop, n)));
+    term->value = prim(PrimOp::Mul, cast(acc, std::move(a)),
+                       cast(acc, std::move(b)));
     Buffer *z = s.outputs[0];
     auto result = std::make_unique<Stmt>(Stmt::Kind::Store);
     result->origin = origin;
     result->buffer = z;
-    result->index =
-        add(s.operands[0]->clone(), add(mul(var(iLoop), index(n)), var(jLoop)));
+    result->index = std::move(at);
     result->value = cast(fromDType(z->dtype), load(local, index(0)));
     // Innermost first.
     Block dot;
@@ -295,20 +368,7 @@ private:
       dot.push_back(std::move(term));
     }
     dot.push_back(std::move(result));
-    Block around = std::move(dot);
-    for (StmtPtr *loop : {&jLoop, &iLoop}) {
-      if (!*loop)
-        continue;
-      (*loop)->body = std::move(around);
-      around.clear();
-      around.push_back(std::move(*loop));
-    }
-    if (around.size() == 1)
-      return std::move(around[0]);
-    // M = N = 1: one dot product, in a loop of one iteration.
-    StmtPtr once = newLoop(1, origin);
-    once->body = std::move(around);
-    return once;
+    return dot;
   }
 };
 

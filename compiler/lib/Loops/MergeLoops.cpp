@@ -219,6 +219,19 @@ struct Summary {
   }
 };
 
+/// Whether an inner loop of `loop` stores into memory (not a local).
+bool storesInInnerLoop(const Stmt &loop) {
+  bool hit = false;
+  for (const StmtPtr &s : loop.body)
+    if (s->kind == Stmt::Kind::For)
+      walk(s->body, [&](const Stmt &w) {
+        hit |= (w.kind == Stmt::Kind::Store ||
+                w.kind == Stmt::Kind::Accumulate) &&
+               w.buffer->kind != Buffer::Kind::Local;
+      });
+  return hit;
+}
+
 /// `row * S + col` with `row` and `col` the loop variables given.
 bool isRowColIndex(const Expr &e, unsigned row, unsigned col) {
   auto isVar = [](const Expr &x, unsigned v) {
@@ -317,6 +330,10 @@ private:
       return false;
     if (inA.calls || inB.calls || (inA.checks && inB.checks) ||
         inA.layoutCopy || inB.layoutCopy)
+      return false;
+    if (((isDotLoop(a) && storesInInnerLoop(b)) ||
+         (isDotLoop(b) && storesInInnerLoop(a))) &&
+        !independent(inA, inB))
       return false;
     for (const auto &[root, useB] : inB.uses) {
       auto it = inA.uses.find(root);

@@ -1,14 +1,13 @@
 //===- ExpandMatMul.cpp - Small matmuls as loops --------------------------===//
 //
 // The loop pass `expand`: a matrix-vector product whose sizes are known
-// and small (K4's `w @ x` of 4 x 4, its gradient's `transpose(w) @ dy`)
-// becomes the loops of the kernel's own definition, so that a printer
-// prints straight-line code that its compiler vectorises, instead of a
-// call into a kernel written for large matrices (Kernels.h's matvec, out
-// of line, with eight partial sums around 4 terms), and so that every
-// backend adds the terms in the contract's order and type (docs/IR.md,
-// "Summation order": in increasing p, in an f64 accumulator that starts
-// at +0, rounded once; Kernels.h's f32 kernels add in f32):
+// and small (K4's `w @ x` of 4 x 4, its gradient's `transpose(w) @ dy`),
+// and an outer product (K = 1: the gradient's `dy @ x^T`), becomes the
+// loops of the kernel's own definition, so that a printer prints
+// straight-line code that its compiler vectorises, instead of a call into
+// a kernel written for large matrices, adding the terms in the contract's
+// order and type (docs/IR.md, "Summation order": in increasing p, in an
+// f64 accumulator that starts at +0, rounded once):
 //
 //   z[zOff + i] = T(sum_p f64(a[aOff + i*K + p]) * f64(b[bOff + p]))
 //
@@ -27,15 +26,25 @@
 //     (a loop of extent 1 without its loop). The loop over i is a loop of
 //     dot products (loops::isDotLoop): the LLVM printer has it vectorised
 //     across i, each lane adding its own terms in order.
-//  2. A matrix that a nest only transposes just before (`for r < R {
+//  2. A product with K = 1 (the gradient's outer product `dy @ x^T`) of
+//     known sizes, any M and N, becomes one product per element:
+//
+//       for %i < M { for %j < N { %z[zOff + %i * N + %j] =
+//           %a[aOff + %i] * %b[bOff + %j] + 0 } }
+//
+//     in the data type T: T(+0 + f64(a) * f64(b)) is T's product (exact
+//     in f64, rounded once) except that a -0 product becomes +0, which is
+//     what the + 0 does. A call of the kernel would cost more than the 16
+//     products of K4's d_w.
+//  3. A matrix that a nest only transposes just before (`for r < R {
 //     for c < C { %t[r * C + c] = %x[c * R + r] } }`, %t read by nothing
 //     else, %x written by nothing in between) is read where it came from,
 //     `%x[%p * M + %i]`, and the nest and %t go: the gradient's
-//     `transpose(w) @ dy` reads w, contiguous in i, instead of a copy.
+//     `transpose(w) @ dy` reads w, contiguous in i, instead of a copy. So
+//     is a vector that a loop only copies (`for c < C { %t[c] = %x[c] }`,
+//     the transpose of a vector: K4's x^T).
 //
-// Products with N > 1 (the gradient's outer product `dy @ x^T`) stay
-// kernel calls: printed as loops of dot products they measured slower
-// with GCC than the kernel (K4's gradient).
+// Other products with N > 1 stay kernel calls.
 //
 // The products are exact in f64 (an f32 has 24 significant bits), so
 // every term and sum is the kernel's and the evaluator's: bit for bit

@@ -8,8 +8,9 @@
 //     view (a reshape) the value it views is.
 //  2. The ops lower in order, each through its family's file; every
 //     statement carries the op as its origin.
-//  3. Each output that no op wrote (a returned parameter, a view, a value
+//  3. Each output that no op wrote (a returned parameter, a value
 //     returned twice) is filled by a copy loop.
+//  4. Views that nothing reads go.
 //
 // Helpers for loop nests and affine indices live here, so that no family
 // writes its own index algebra.
@@ -434,6 +435,19 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
     Nest n = l.openNest(l.top(), out->shape);
     l.store(*n.body, out, Lowering::flatIndex(out->shape, n.idx),
             load(l.bufferOf(r), Lowering::flatIndex(out->shape, n.idx)));
+  }
+  // 4. Views that nothing reads (a returned reshape whose value was
+  // computed in its output) go.
+  for (bool removed = true; removed;) {
+    llvm::DenseMap<const Buffer *, unsigned> uses = countUses(fn);
+    removed = false;
+    std::erase_if(fn.buffers, [&](const std::unique_ptr<Buffer> &b) {
+      if (b->kind != Buffer::Kind::Alias || uses.lookup(b.get()))
+        return false;
+      fn.bufferNames.erase(b->name);
+      removed = true;
+      return true;
+    });
   }
   return true;
 }

@@ -207,8 +207,7 @@ private:
           !isFloatType(s.accType))
         continue;
       bool outer = k == 1 && n > 1;
-      if (!outer &&
-          (n != 1 || k > maxExpandDepth || m * k > maxExpandWork))
+      if (!outer && (n != 1 || k > maxExpandDepth || m * k > maxExpandWork))
         continue;
       // Transposed operands, found before the kernel is replaced.
       Transpose from[2];
@@ -243,9 +242,9 @@ private:
       if (matchTranspose(*block[j], candidate) && candidate.t == t) {
         // a is M x K, b is K x N.
         int64_t rows = op == 0 ? m : k, cols = op == 0 ? k : n;
-        bool fits = candidate.copy ? candidate.rows == rows * cols
-                                   : candidate.rows == rows &&
-                                         candidate.cols == cols;
+        bool fits = candidate.copy
+                        ? candidate.rows == rows * cols
+                        : candidate.rows == rows && candidate.cols == cols;
         if (!fits || root(candidate.x) == root(s.outputs[0]))
           return;
         for (size_t between = j + 1; between < at; ++between)
@@ -359,8 +358,8 @@ private:
     term->buffer = local;
     term->index = index(0);
     term->combiner = Combiner::Add;
-    term->value = prim(PrimOp::Mul, cast(acc, std::move(a)),
-                       cast(acc, std::move(b)));
+    term->value =
+        prim(PrimOp::Mul, cast(acc, std::move(a)), cast(acc, std::move(b)));
     Buffer *z = s.outputs[0];
     auto result = std::make_unique<Stmt>(Stmt::Kind::Store);
     result->origin = origin;

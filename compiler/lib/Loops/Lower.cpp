@@ -286,9 +286,9 @@ ExprPtr Lowering::combineLanes(Buffer *lanes) {
 // sum is -0 only when both terms are), so the final +0, which turns -0
 // into +0 and keeps everything else, makes the two bit for bit equal
 // (NaN included: the same NaN meets only zeros that it absorbs).
-ExprPtr Lowering::sumFewTerms(
-    Block &block, int64_t n,
-    llvm::function_ref<ExprPtr(const ExprPtr &k)> term) {
+ExprPtr
+Lowering::sumFewTerms(Block &block, int64_t n,
+                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term) {
   const int64_t w = ir::reductionLanes;
   assert(n >= 1 && n <= w && "a sum of 1 to W terms");
   Buffer *terms =

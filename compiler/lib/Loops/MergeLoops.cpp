@@ -234,9 +234,9 @@ bool storesInInnerLoop(const Stmt &loop) {
   for (const StmtPtr &s : loop.body)
     if (s->kind == Stmt::Kind::For)
       walk(s->body, [&](const Stmt &w) {
-        hit |= (w.kind == Stmt::Kind::Store ||
-                w.kind == Stmt::Kind::Accumulate) &&
-               w.buffer->kind != Buffer::Kind::Local;
+        hit |=
+            (w.kind == Stmt::Kind::Store || w.kind == Stmt::Kind::Accumulate) &&
+            w.buffer->kind != Buffer::Kind::Local;
       });
   return hit;
 }

@@ -309,22 +309,32 @@ template <> struct Accumulator<int32_t> {
 };
 
 /// c[i, j0 + j] += sum_p op(a)[i, p0 + p] panel[p, j] for rows [i0, i1)
-/// and columns [j, jEnd) of a panel: the simple loop for the edges, one
-/// accumulator per element.
+/// and columns [j, jEnd) of a panel: the simple loop for the edges, with
+/// a row of at most 64 accumulators, each adding its terms in increasing
+/// p, so that the inner loop over j vectorises.
 template <typename T, typename Acc>
 void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
                const Acc *GRADC_RESTRICT panel, T *GRADC_RESTRICT c, int64_t m,
                int64_t n, int64_t k, int64_t i0, int64_t i1, int64_t j0,
                int64_t jBegin, int64_t jEnd, int64_t p0, int64_t kb,
                int64_t nb) {
+  constexpr int64_t chunk = 64;
   for (int64_t i = i0; i < i1; ++i) {
     T *GRADC_RESTRICT ci = c + i * n + j0;
-    for (int64_t j = jBegin; j < jEnd; ++j) {
-      Acc sum = static_cast<Acc>(ci[j]);
-      for (int64_t p = 0; p < kb; ++p)
-        sum += static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]) *
-               panel[p * nb + j];
-      ci[j] = static_cast<T>(sum);
+    for (int64_t jc = jBegin; jc < jEnd; jc += chunk) {
+      int64_t width = std::min(chunk, jEnd - jc);
+      Acc acc[chunk];
+      for (int64_t j = 0; j < width; ++j)
+        acc[j] = static_cast<Acc>(ci[jc + j]);
+      for (int64_t p = 0; p < kb; ++p) {
+        Acc aip =
+            static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
+        const Acc *GRADC_RESTRICT bp = panel + p * nb + jc;
+        for (int64_t j = 0; j < width; ++j)
+          acc[j] += aip * bp[j];
+      }
+      for (int64_t j = 0; j < width; ++j)
+        ci[jc + j] = static_cast<T>(acc[j]);
     }
   }
 }

@@ -1061,6 +1061,11 @@ std::string FunctionPrinter::signature() const {
       size_t at = decl.rfind(p.name);
       decl = decl.substr(0, at) + (decl[at - 1] == '*' ? " " : "") + "/*" +
              p.name + "*/";
+    } else if (size_t star = decl.rfind(" *"); star != std::string::npos) {
+      // The ABI forbids outputs to overlap inputs or each other (inputs
+      // are only read): without run-time overlap checks, small nests such
+      // as K4's outer product vectorise (24 ns per gradient, not 34).
+      decl.insert(star + 2, "GRADC_RESTRICT ");
     }
     decls.push_back(decl);
   }

@@ -1,14 +1,13 @@
 //===- ExpandMatMul.cpp - Small matmuls as loops --------------------------===//
 //
 // The loop pass `expand`: a matrix-vector product whose sizes are known
-// and small (K4's `w @ x` of 4 x 4, its gradient's `transpose(w) @ dy`)
-// becomes the loops of the kernel's own definition, so that a printer
-// prints straight-line code that its compiler vectorises, instead of a
-// call into a kernel written for large matrices (Kernels.h's matvec, out
-// of line, with eight partial sums around 4 terms), and so that every
-// backend adds the terms in the contract's order and type (docs/IR.md,
-// "Summation order": in increasing p, in an f64 accumulator that starts
-// at +0, rounded once; Kernels.h's f32 kernels add in f32):
+// and small (K4's `w @ x` of 4 x 4, its gradient's `transpose(w) @ dy`),
+// and an outer product (K = 1: the gradient's `dy @ x^T`), becomes the
+// loops of the kernel's own definition, so that a printer prints
+// straight-line code that its compiler vectorises, instead of a call into
+// a kernel written for large matrices, adding the terms in the contract's
+// order and type (docs/IR.md, "Summation order": in increasing p, in an
+// f64 accumulator that starts at +0, rounded once):
 //
 //   z[zOff + i] = T(sum_p f64(a[aOff + i*K + p]) * f64(b[bOff + p]))
 //
@@ -27,15 +26,25 @@
 //     (a loop of extent 1 without its loop). The loop over i is a loop of
 //     dot products (loops::isDotLoop): the LLVM printer has it vectorised
 //     across i, each lane adding its own terms in order.
-//  2. A matrix that a nest only transposes just before (`for r < R {
+//  2. A product with K = 1 (the gradient's outer product `dy @ x^T`) of
+//     known sizes, any M and N, becomes one product per element:
+//
+//       for %i < M { for %j < N { %z[zOff + %i * N + %j] =
+//           %a[aOff + %i] * %b[bOff + %j] + 0 } }
+//
+//     in the data type T: T(+0 + f64(a) * f64(b)) is T's product (exact
+//     in f64, rounded once) except that a -0 product becomes +0, which is
+//     what the + 0 does. A call of the kernel would cost more than the 16
+//     products of K4's d_w.
+//  3. A matrix that a nest only transposes just before (`for r < R {
 //     for c < C { %t[r * C + c] = %x[c * R + r] } }`, %t read by nothing
 //     else, %x written by nothing in between) is read where it came from,
 //     `%x[%p * M + %i]`, and the nest and %t go: the gradient's
-//     `transpose(w) @ dy` reads w, contiguous in i, instead of a copy.
+//     `transpose(w) @ dy` reads w, contiguous in i, instead of a copy. So
+//     is a vector that a loop only copies (`for c < C { %t[c] = %x[c] }`,
+//     the transpose of a vector: K4's x^T).
 //
-// Products with N > 1 (the gradient's outer product `dy @ x^T`) stay
-// kernel calls: printed as loops of dot products they measured slower
-// with GCC than the kernel (K4's gradient).
+// Other products with N > 1 stay kernel calls.
 //
 // The products are exact in f64 (an f32 has 24 significant bits), so
 // every term and sum is the kernel's and the evaluator's: bit for bit
@@ -89,13 +98,37 @@ const Buffer *root(const Buffer *b) {
   return b;
 }
 
-/// A transpose nest: `for r < R { for c < C { t[r * C + c] = x[c * R + r] } }`.
+/// A transpose nest: `for r < R { for c < C { t[r * C + c] = x[c * R + r] } }`;
+/// or, for a vector (R or C is 1, the transpose lowered without its loop
+/// of one), a copy `for c < C { t[c] = x[c] }`.
 struct Transpose {
   Buffer *t = nullptr, *x = nullptr;
   int64_t rows = 0, cols = 0;
+  bool copy = false;
 };
 
+bool matchCopy(const Stmt &loop, Transpose &tr) {
+  if (loop.kind != Stmt::Kind::For || loop.parallel || loop.body.size() != 1)
+    return false;
+  const Stmt &store = *loop.body[0];
+  int64_t size;
+  if (store.kind != Stmt::Kind::Store || !constIndex(*loop.extent, size) ||
+      !isVar(*store.index, loop.var))
+    return false;
+  const Expr &v = *store.value;
+  Buffer *t = store.buffer;
+  if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
+      v.kind != Expr::Kind::Load || v.buffer->dtype != t->dtype ||
+      v.buffer == t || v.buffer->kind == Buffer::Kind::Local ||
+      !isVar(*v.args[0], loop.var))
+    return false;
+  tr = {t, v.buffer, size, 1, true};
+  return true;
+}
+
 bool matchTranspose(const Stmt &outer, Transpose &tr) {
+  if (matchCopy(outer, tr))
+    return true;
   if (outer.kind != Stmt::Kind::For || outer.parallel || outer.body.size() != 1)
     return false;
   const Stmt &inner = *outer.body[0];
@@ -116,7 +149,7 @@ bool matchTranspose(const Stmt &outer, Transpose &tr) {
       !matchIndex(*v.args[0], inner.var, outer.var, xStride) ||
       tStride != cols || xStride != rows)
     return false;
-  tr = {t, v.buffer, rows, cols};
+  tr = {t, v.buffer, rows, cols, false};
   return true;
 }
 
@@ -170,9 +203,11 @@ private:
         continue;
       int64_t m, k, n;
       if (!constIndex(*s.operands[3], m) || !constIndex(*s.operands[4], k) ||
-          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 || n != 1 ||
-          k > maxExpandDepth || m * k > maxExpandWork ||
+          !constIndex(*s.operands[5], n) || m < 1 || k < 1 || n < 1 ||
           !isFloatType(s.accType))
+        continue;
+      bool outer = k == 1 && n > 1;
+      if (!outer && (n != 1 || k > maxExpandDepth || m * k > maxExpandWork))
         continue;
       // Transposed operands, found before the kernel is replaced.
       Transpose from[2];
@@ -184,7 +219,9 @@ private:
       for (size_t at :
            {std::max(nestAt[0], nestAt[1]), std::min(nestAt[0], nestAt[1])})
         if (at != SIZE_MAX) {
-          dead.insert(block[at]->body[0]->body[0]->buffer);
+          const Stmt &nest = *block[at]->body[0];
+          dead.insert(nest.kind == Stmt::Kind::For ? nest.body[0]->buffer
+                                                   : nest.buffer);
           block.erase(block.begin() + at);
           --i;
         }
@@ -205,8 +242,10 @@ private:
       if (matchTranspose(*block[j], candidate) && candidate.t == t) {
         // a is M x K, b is K x N.
         int64_t rows = op == 0 ? m : k, cols = op == 0 ? k : n;
-        if (candidate.rows != rows || candidate.cols != cols ||
-            root(candidate.x) == root(s.outputs[0]))
+        bool fits = candidate.copy
+                        ? candidate.rows == rows * cols
+                        : candidate.rows == rows && candidate.cols == cols;
+        if (!fits || root(candidate.x) == root(s.outputs[0]))
           return;
         for (size_t between = j + 1; between < at; ++between)
           if (writes(*block[between], candidate.x))
@@ -256,11 +295,54 @@ private:
     // a[i, p], b[p, j], each as stored or where its transpose came from.
     auto element = [&](unsigned op, const StmtPtr &row, const StmtPtr &col,
                        int64_t cols) {
+      if (const Transpose &tr = from[op]; tr.t && tr.copy)
+        return load(tr.x, add(mul(var(row), index(cols)), var(col)));
       if (const Transpose &tr = from[op]; tr.t)
         return load(tr.x, add(mul(var(col), index(tr.rows)), var(row)));
       return load(s.inputs[op], add(s.operands[op + 1]->clone(),
                                     add(mul(var(row), index(cols)), var(col))));
     };
+    Buffer *z = s.outputs[0];
+    ExprPtr at =
+        add(s.operands[0]->clone(), add(mul(var(iLoop), index(n)), var(jLoop)));
+    ExprPtr a = element(0, iLoop, pLoop, k), b = element(1, pLoop, jLoop, n);
+    Block around;
+    if (k == 1) {
+      // One term: T(+0 + f64(a) * f64(b)) is the product in T plus +0 (the
+      // product of two floats is exact in f64, so rounding it once to f32
+      // is f32's product; the +0 turns a -0 product into the +0 that the
+      // sum from +0 gives).
+      ScalarType t = fromDType(z->dtype);
+      auto result = std::make_unique<Stmt>(Stmt::Kind::Store);
+      result->origin = origin;
+      result->buffer = z;
+      result->index = std::move(at);
+      result->value = add(mul(std::move(a), std::move(b)), constant(t, 0));
+      around.push_back(std::move(result));
+    } else {
+      around = dotProduct(s, std::move(at), std::move(a), std::move(b),
+                          std::move(pLoop));
+    }
+    for (StmtPtr *loop : {&jLoop, &iLoop}) {
+      if (!*loop)
+        continue;
+      (*loop)->body = std::move(around);
+      around.clear();
+      around.push_back(std::move(*loop));
+    }
+    if (around.size() == 1)
+      return std::move(around[0]);
+    // M = N = 1: one dot product, in a loop of one iteration.
+    StmtPtr once = newLoop(1, origin);
+    once->body = std::move(around);
+    return once;
+  }
+
+  /// `%acc = 0; for %p < K { %acc += f64(a) * f64(b) }; z[at] = T(%acc)`
+  /// (without the loop over p when K = 1).
+  Block dotProduct(const Stmt &s, ExprPtr at, ExprPtr a, ExprPtr b,
+                   StmtPtr pLoop) {
+    const Origin &origin = s.origin;
     ScalarType acc = s.accType;
     // A float accumulator (the only kind expanded) is f64 or f32.
     Buffer *local = fn.addBuffer(
@@ -276,14 +358,13 @@ private:
     term->buffer = local;
     term->index = index(0);
     term->combiner = Combiner::Add;
-    term->value = mul(cast(acc, element(0, iLoop, pLoop, k)),
-                      cast(acc, element(1, pLoop, jLoop, n)));
+    term->value =
+        prim(PrimOp::Mul, cast(acc, std::move(a)), cast(acc, std::move(b)));
     Buffer *z = s.outputs[0];
     auto result = std::make_unique<Stmt>(Stmt::Kind::Store);
     result->origin = origin;
     result->buffer = z;
-    result->index =
-        add(s.operands[0]->clone(), add(mul(var(iLoop), index(n)), var(jLoop)));
+    result->index = std::move(at);
     result->value = cast(fromDType(z->dtype), load(local, index(0)));
     // Innermost first.
     Block dot;
@@ -295,20 +376,7 @@ private:
       dot.push_back(std::move(term));
     }
     dot.push_back(std::move(result));
-    Block around = std::move(dot);
-    for (StmtPtr *loop : {&jLoop, &iLoop}) {
-      if (!*loop)
-        continue;
-      (*loop)->body = std::move(around);
-      around.clear();
-      around.push_back(std::move(*loop));
-    }
-    if (around.size() == 1)
-      return std::move(around[0]);
-    // M = N = 1: one dot product, in a loop of one iteration.
-    StmtPtr once = newLoop(1, origin);
-    once->body = std::move(around);
-    return once;
+    return dot;
   }
 };
 

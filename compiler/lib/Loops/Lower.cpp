@@ -3,12 +3,14 @@
 // Lowers each function of a verified module:
 //
 //  1. Each parameter becomes a Param buffer; each returned value that an
-//     op computes (and that is not a view, nor returned twice) is given
-//     the function's Output buffer directly, so it is written in place.
+//     op computes (and that is not returned twice) is given the
+//     function's Output buffer directly, so it is written in place; for a
+//     view (a reshape) the value it views is.
 //  2. The ops lower in order, each through its family's file; every
 //     statement carries the op as its origin.
-//  3. Each output that no op wrote (a returned parameter, a view, a value
+//  3. Each output that no op wrote (a returned parameter, a value
 //     returned twice) is filled by a copy loop.
+//  4. Views that nothing reads go.
 //
 // Helpers for loop nests and affine indices live here, so that no family
 // writes its own index algebra.
@@ -23,7 +25,9 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <cassert>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 using namespace gradc;
@@ -276,6 +280,37 @@ ExprPtr Lowering::combineLanes(Buffer *lanes) {
               prim(PrimOp::Add, pair(4), pair(6)));
 }
 
+// With n <= W terms, lane k < n holds +0 + t_k and every other lane +0.
+// Dropping the known +0 lanes from combineLanes' tree and the +0 from
+// each lane changes no value but the sign of a zero: x + (+-0) is x for
+// every x that is not a zero, and a zero plus a zero is a zero. And no
+// value of the lanes' tree is -0 (+0 + t is not, and a round-to-nearest
+// sum is -0 only when both terms are), so the final +0, which turns -0
+// into +0 and keeps everything else, makes the two bit for bit equal
+// (NaN included: the same NaN meets only zeros that it absorbs).
+ExprPtr
+Lowering::sumFewTerms(Block &block, int64_t n,
+                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term) {
+  const int64_t w = ir::reductionLanes;
+  assert(n >= 1 && n <= w && "a sum of 1 to W terms");
+  Buffer *terms =
+      fn.addBuffer(Buffer::Kind::Stack, DType::F64, {Dim::known(n)}, "terms");
+  auto [body, k] = openLoop(block, index(n));
+  store(*body, terms, k->clone(), term(k));
+  // combineLanes' tree over [a, b), null where every lane is empty.
+  std::function<ExprPtr(int64_t, int64_t)> tree = [&](int64_t a, int64_t b) {
+    if (a >= n)
+      return ExprPtr();
+    if (b - a == 1)
+      return load(terms, index(a));
+    ExprPtr left = tree(a, (a + b) / 2), right = tree((a + b) / 2, b);
+    if (!right)
+      return left;
+    return prim(PrimOp::Add, std::move(left), std::move(right));
+  };
+  return prim(PrimOp::Add, tree(0, w), constant(ScalarType::F64, 0));
+}
+
 ExprPtr Lowering::flatIndex(llvm::ArrayRef<Dim> shape,
                             llvm::ArrayRef<ExprPtr> idx) {
   ExprPtr flat = index(0);
@@ -372,10 +407,15 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
                              r->getType().shape, name);
     b->position = fn.outputs.size();
     fn.outputs.push_back(b);
-    bool owns = !r->isParam() && !isView(r->getDefiningOp()->getKind()) &&
-                !l.outputForHas(r);
+    // A returned view (a reshape, such as the gradient's d_x = reshape(
+    // W^T @ dy) of a vector) is written in place too: the value it views,
+    // the same elements in the same order, is computed into the output.
+    const ir::Value *v = r;
+    while (!v->isParam() && isView(v->getDefiningOp()->getKind()))
+      v = v->getDefiningOp()->getOperand(0);
+    bool owns = !v->isParam() && !l.outputForHas(v);
     if (owns)
-      l.setOutputFor(r, b);
+      l.setOutputFor(v, b);
     written.push_back(owns);
   }
   // 2. The ops.
@@ -397,6 +437,19 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
     Nest n = l.openNest(l.top(), out->shape);
     l.store(*n.body, out, Lowering::flatIndex(out->shape, n.idx),
             load(l.bufferOf(r), Lowering::flatIndex(out->shape, n.idx)));
+  }
+  // 4. Views that nothing reads (a returned reshape whose value was
+  // computed in its output) go.
+  for (bool removed = true; removed;) {
+    llvm::DenseMap<const Buffer *, unsigned> uses = countUses(fn);
+    removed = false;
+    std::erase_if(fn.buffers, [&](const std::unique_ptr<Buffer> &b) {
+      if (b->kind != Buffer::Kind::Alias || uses.lookup(b.get()))
+        return false;
+      fn.bufferNames.erase(b->name);
+      removed = true;
+      return true;
+    });
   }
   return true;
 }

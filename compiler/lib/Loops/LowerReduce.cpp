@@ -35,6 +35,8 @@
 
 #include "Lowering.h"
 
+#include "gradc/IR/Interpreter.h"
+
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -155,6 +157,26 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
       l.store(body, acc, index(0), constant(t, 0));
       Nest r = l.openNest(body, reducedShape);
       l.accumulate(*r.body, acc, index(0), Combiner::Add, term(inputAt(r)));
+      return acc;
+    }
+    int64_t outerCount = 1;
+    for (const Dim &d : outerReduced)
+      outerCount = d.isKnown() ? outerCount * d.getSize() : -1;
+    const Dim &n = in[rank - 1];
+    if (outerCount == 1 && n.isKnown() && n.getSize() >= 1 &&
+        n.getSize() <= ir::reductionLanes) {
+      // One term per lane (K4's sum of 4): no lanes (Lowering::sumFewTerms).
+      Nest none;
+      for (size_t d = 0; d < outerReduced.size(); ++d)
+        none.idx.push_back(index(0));
+      ExprPtr v = l.sumFewTerms(body, n.getSize(), [&](const ExprPtr &k) {
+        Nest at;
+        for (const ExprPtr &i : none.idx)
+          at.idx.push_back(i->clone());
+        at.idx.push_back(k->clone());
+        return term(inputAt(at));
+      });
+      l.store(body, acc, index(0), std::move(v));
       return acc;
     }
     Buffer *laneBuf = l.openLanes(body);

@@ -113,6 +113,12 @@ public:
   void maxLanes(Block &block, Buffer *m, const Dim &n,
                 llvm::function_ref<ExprPtr(const ExprPtr &k)> at);
   static ExprPtr combineLanes(Buffer *lanes);
+  /// The lanes' sum of n <= W terms, each alone in its lane, without the
+  /// lanes: `for k < n { terms[k] = t(k) }` into a stack buffer of n f64,
+  /// and the value is the pairwise tree of combineLanes with the lanes
+  /// that hold nothing left out, plus +0 (see Lower.cpp: bit for bit).
+  ExprPtr sumFewTerms(Block &block, int64_t n,
+                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term);
 
   /// Row-major flat index of `idx` in `shape`: i0 * (d1 * d2) + i1 * d2 + i2.
   static ExprPtr flatIndex(llvm::ArrayRef<Dim> shape,

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <type_traits>
 
 #ifdef GRADC_USE_BLAS
 #include <cblas.h>
@@ -293,29 +294,47 @@ enum Transpose : bool { NoTranspose = false, Transposed = true };
 
 namespace detail {
 
+// The summation order of docs/IR.md: each element adds its terms in
+// increasing p into one accumulator, f64 for floats (f32 included: an f32
+// product is exact in f64, and the sum rounds once, at the end), wrapping
+// for i32 (in uint32_t, where overflow is defined).
 template <typename T> struct Accumulator {
   using type = T;
 };
-// i32 products wrap: accumulate in uint32_t, where overflow is defined.
+template <> struct Accumulator<float> {
+  using type = double;
+};
 template <> struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
 /// c[i, j0 + j] += sum_p op(a)[i, p0 + p] panel[p, j] for rows [i0, i1)
-/// and columns [j, jEnd) of a panel: the simple loop for the edges.
+/// and columns [j, jEnd) of a panel: the simple loop for the edges, with
+/// a row of at most 64 accumulators, each adding its terms in increasing
+/// p, so that the inner loop over j vectorises.
 template <typename T, typename Acc>
 void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
                const Acc *GRADC_RESTRICT panel, T *GRADC_RESTRICT c, int64_t m,
                int64_t n, int64_t k, int64_t i0, int64_t i1, int64_t j0,
                int64_t jBegin, int64_t jEnd, int64_t p0, int64_t kb,
                int64_t nb) {
+  constexpr int64_t chunk = 64;
   for (int64_t i = i0; i < i1; ++i) {
     T *GRADC_RESTRICT ci = c + i * n + j0;
-    for (int64_t p = 0; p < kb; ++p) {
-      Acc aip = static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
-      const Acc *bp = panel + p * nb;
-      for (int64_t j = jBegin; j < jEnd; ++j)
-        ci[j] = static_cast<T>(static_cast<Acc>(ci[j]) + aip * bp[j]);
+    for (int64_t jc = jBegin; jc < jEnd; jc += chunk) {
+      int64_t width = std::min(chunk, jEnd - jc);
+      Acc acc[chunk];
+      for (int64_t j = 0; j < width; ++j)
+        acc[j] = static_cast<Acc>(ci[jc + j]);
+      for (int64_t p = 0; p < kb; ++p) {
+        Acc aip =
+            static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
+        const Acc *GRADC_RESTRICT bp = panel + p * nb + jc;
+        for (int64_t j = 0; j < width; ++j)
+          acc[j] += aip * bp[j];
+      }
+      for (int64_t j = 0; j < width; ++j)
+        ci[jc + j] = static_cast<T>(acc[j]);
     }
   }
 }
@@ -376,17 +395,36 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
 /// if asked), which keeps it in cache; then blocks of 4 rows x 16 columns
 /// of c accumulate in registers over the whole panel (the innermost loops
 /// have constant trip counts, so compilers unroll and vectorise them).
+/// For floats each element adds all its terms in one accumulator, in
+/// order, and is rounded once (c of f32 cannot hold an f64 partial sum,
+/// and c + (a block's sum) would be another order), so the panel spans all
+/// of k (on the heap when it does not fit the stack); i32 sums wrap, in
+/// any order, so they keep blocks of 64.
 template <typename T>
 void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
                     const T *GRADC_RESTRICT b, Transpose tb,
                     T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
   using Acc = typename Accumulator<T>::type;
-  constexpr int64_t kBlock = 64, nBlock = 128, rows = 4, cols = 16;
+  constexpr int64_t rows = 4, cols = 16, stackPanel = 64 * 128;
+  constexpr bool whole = std::is_floating_point_v<Acc>;
   if (n < cols) {
     matmulNarrow(a, ta, b, tb, c, m, n, k);
     return;
   }
-  Acc panel[kBlock * nBlock];
+  // A whole panel: all of k, and as many columns (a multiple of 16) as
+  // keep it within 256 KiB.
+  const int64_t kBlock = whole ? k : 64;
+  const int64_t nBlock =
+      whole ? std::max<int64_t>(cols, (32768 / k) / cols * cols) : 128;
+  Acc stackBuf[stackPanel];
+  Acc *heapBuf = nullptr;
+  Acc *GRADC_RESTRICT panel = stackBuf;
+  if (kBlock * nBlock > stackPanel) {
+    heapBuf = static_cast<Acc *>(std::malloc(sizeof(Acc) * kBlock * nBlock));
+    if (!heapBuf)
+      std::abort();
+    panel = heapBuf;
+  }
   for (int64_t j0 = 0; j0 < n; j0 += nBlock) {
     int64_t nb = std::min(nBlock, n - j0);
     int64_t nbFull = nb - nb % cols;
@@ -421,26 +459,34 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
       panelRows(a, ta, panel, c, m, n, k, i, m, j0, 0, nb, p0, kb, nb);
     }
   }
+  std::free(heapBuf);
 }
 
-/// c[m] (+)= a[m, k] b[k]: one dot product per row, with eight partial
-/// sums so that the loop vectorises without reassociating.
+/// c[m] (+)= a[m, k] b[k]: one dot product per row, its terms added in
+/// increasing p into one accumulator (docs/IR.md); four rows at a time,
+/// so that four independent sums hide the latency of one.
 template <typename T>
 void matvec(const T *GRADC_RESTRICT a, const T *GRADC_RESTRICT b,
             T *GRADC_RESTRICT c, int64_t m, int64_t k) {
   using Acc = typename Accumulator<T>::type;
-  for (int64_t i = 0; i < m; ++i) {
-    const T *ai = a + i * k;
-    Acc partial[8] = {};
-    int64_t p = 0;
-    for (; p + 8 <= k; p += 8)
-      for (int q = 0; q < 8; ++q)
-        partial[q] += static_cast<Acc>(ai[p + q]) * static_cast<Acc>(b[p + q]);
-    for (; p < k; ++p)
-      partial[0] += static_cast<Acc>(ai[p]) * static_cast<Acc>(b[p]);
+  constexpr int64_t rows = 4;
+  int64_t i = 0;
+  for (; i + rows <= m; i += rows) {
+    Acc sum[rows];
+    for (int64_t r = 0; r < rows; ++r)
+      sum[r] = static_cast<Acc>(c[i + r]);
+    for (int64_t p = 0; p < k; ++p) {
+      Acc bp = static_cast<Acc>(b[p]);
+      for (int64_t r = 0; r < rows; ++r)
+        sum[r] += static_cast<Acc>(a[(i + r) * k + p]) * bp;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      c[i + r] = static_cast<T>(sum[r]);
+  }
+  for (; i < m; ++i) {
     Acc sum = static_cast<Acc>(c[i]);
-    for (int q = 0; q < 8; ++q)
-      sum += partial[q];
+    for (int64_t p = 0; p < k; ++p)
+      sum += static_cast<Acc>(a[i * k + p]) * static_cast<Acc>(b[p]);
     c[i] = static_cast<T>(sum);
   }
 }

@@ -17,13 +17,12 @@ of c xh, dbeta = sum over rows of c. Prints one line per backend and exits
 
 import argparse
 import json
-import re
-import subprocess
 import sys
 
 import numpy as np
 
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf")
+import check_backends
+
 
 
 def reference(x, gamma, beta, c):
@@ -57,33 +56,10 @@ def main():
     x, gamma, beta, c = f32(R, C), f32(C), f32(C), f32(R, C)
     want = reference(*(a.astype(np.float64) for a in (x, gamma, beta, c)))
     args = ", ".join(json.dumps(a.tolist()) for a in (x, gamma, beta, c))
-    first = None
-    for backend in opts.backends.split(","):
-        out = subprocess.run(
-            [opts.gradc, "run", opts.program, "--backend=" + backend,
-             "--call", "k5(%s)" % args, "--call", "k5_grad(%s)" % args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if out.returncode != 0:
-            print("FAIL %s: %s" % (backend, out.stderr.strip()))
-            return 1
-        lines = [l for l in out.stdout.splitlines() if not l.startswith("#")]
-        got = [float(m) for l in lines for m in NUMBER.findall(l)]
-        if len(got) != len(want):
-            print("FAIL %s: %d numbers, want %d" % (backend, len(got),
-                                                    len(want)))
-            return 1
-        for a, b in zip(got, want):
-            if abs(a - b) > 1e-4 * max(abs(b), 1e-2):
-                print("FAIL %s: %r against NumPy's %r" % (backend, a, b))
-                return 1
-        if backend in opts.same.split(",") and lines != first:
-            print("FAIL %s: prints other numbers than %s" %
-                  (backend, opts.backends.split(",")[0]))
-            return 1
-        first = first or lines
-        print("ok %s: %d numbers agree with NumPy f64 (rtol 0.0001)" %
-              (backend, len(got)))
-    return 0
+    return check_backends.check(
+        opts.gradc, opts.program,
+        ["k5(%s)" % args, "k5_grad(%s)" % args], opts.backends, opts.same,
+        want, 1e-4, 1e-2, "NumPy")
 
 
 if __name__ == "__main__":

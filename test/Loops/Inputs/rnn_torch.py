@@ -8,21 +8,20 @@ sum(h_T * h_T) and its gradient with respect to w and u with PyTorch in
 f64 (h_{t+1} = tanh(xs[t] @ w + h_t @ u)), runs `gradc run` on the function
 `rnn` and `rnn_grad` of RNN.grad with each backend, and checks every number
 against PyTorch (relative 1e-6 for f64, 1e-4 for f32, issue 15's bars);
-the --same backends must also print the same text as the first one (the
-C++ printer's f32 matmul accumulates in float, docs/Testing.md). Prints one
-line per backend and exits 1 on the first mismatch.
+the --same backends must also print the same text as the first one
+(check_backends.py). Prints one line per backend and exits 1 on the first
+mismatch.
 """
 
 import argparse
 import json
-import re
-import subprocess
 import sys
 
 import torch
 
+import check_backends
+
 torch.set_default_dtype(torch.float64)
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf")
 
 
 def reference(xs, h0, w, u):
@@ -51,36 +50,10 @@ def main():
     want = reference(xs, h0, w, u)
     args = ", ".join(json.dumps(a) for a in (xs, h0, w, u))
     rtol = 1e-6 if opts.dtype == "f64" else 1e-4
-    first = None
-    for backend in opts.backends.split(","):
-        out = subprocess.run(
-            [opts.gradc, "run", opts.program, "--backend=" + backend,
-             "--call", "rnn(%s)" % args, "--call", "rnn_grad(%s)" % args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if out.returncode != 0:
-            print("FAIL %s: %s" % (backend, out.stderr.strip()))
-            return 1
-        lines = [l for l in out.stdout.splitlines() if not l.startswith("#")]
-        got = [float(m) for l in lines for m in NUMBER.findall(l)]
-        if len(got) != len(want):
-            print("FAIL %s: %d numbers, want %d" % (backend, len(got),
-                                                    len(want)))
-            return 1
-        worst = 0.0
-        for a, b in zip(got, want):
-            err = abs(a - b) / max(abs(b), 1e-3)
-            worst = max(worst, err)
-            if err > rtol:
-                print("FAIL %s: %r against PyTorch's %r" % (backend, a, b))
-                return 1
-        if backend in opts.same.split(",") and lines != first:
-            print("FAIL %s: prints other numbers than %s" % (backend,
-                                                             opts.backends.split(",")[0]))
-            return 1
-        first = first or lines
-        print("ok %s: %d numbers agree with PyTorch f64 (rtol %g)" %
-              (backend, len(got), rtol))
-    return 0
+    return check_backends.check(
+        opts.gradc, opts.program,
+        ["rnn(%s)" % args, "rnn_grad(%s)" % args], opts.backends, opts.same,
+        want, rtol, 1e-3, "PyTorch")
 
 
 if __name__ == "__main__":

@@ -861,10 +861,10 @@ void FunctionPrinter::stmt(const Stmt &s) {
       // The lanes of a maximum redone for 0 and NaN (LoopIR.h): the new
       // value first, so that the chain through `old` is vmaxps and a
       // blend on a mask of `v` alone.
-      llvm::Value *m = b.CreateBinaryIntrinsic(
-          s.combiner == Combiner::Max ? llvm::Intrinsic::maximum
-                                      : llvm::Intrinsic::minimum,
-          v, old);
+      llvm::Value *m = b.CreateBinaryIntrinsic(s.combiner == Combiner::Max
+                                                   ? llvm::Intrinsic::maximum
+                                                   : llvm::Intrinsic::minimum,
+                                               v, old);
       if (auto *call = llvm::dyn_cast<llvm::Instruction>(m))
         call->setHasNoSignedZeros(true);
       storeElement(s.buffer, idx, m);

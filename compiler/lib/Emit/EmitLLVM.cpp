@@ -354,8 +354,18 @@ void emit::runWithLargeStack(llvm::function_ref<void()> work) {
   worker.join();
 }
 
+unsigned emit::preferredVectorWidth(const llvm::TargetMachine &tm,
+                                    unsigned requested) {
+  if (requested)
+    return requested;
+  const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
+  if (tm.getTargetTriple().isX86() && sti && sti->checkFeatures("+avx512f"))
+    return 512;
+  return 0;
+}
+
 void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
-                          unsigned optLevel) {
+                          unsigned optLevel, unsigned preferVectorWidth) {
   if (optLevel == 0)
     return;
   std::vector<llvm::Function *> defined;
@@ -367,6 +377,15 @@ void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
     for (llvm::Function *fn : defined)
       outlineLoops(*fn);
   }
+  // LLVM's x86 tuning prefers 256-bit vectors even where AVX-512 is there
+  // (frequency drops on the first CPUs that had it); gradc's loops are
+  // long runs of arithmetic, where 512 bits do twice the work per
+  // instruction: K2's gradient 3.10 -> 1.52 ms on a Xeon (Sapphire
+  // Rapids), no benchmark kernel slower (docs/LLVMBackend.md).
+  if (unsigned width = preferredVectorWidth(tm, preferVectorWidth))
+    for (llvm::Function &fn : module)
+      if (!fn.isDeclaration())
+        fn.addFnAttr("prefer-vector-width", llvm::utostr(width));
   TimeRegion region("LLVM pipeline");
   OrderedReductions ordered(true);
   llvm::PipelineTuningOptions tuning;
@@ -412,7 +431,8 @@ std::unique_ptr<llvm::Module> emit::buildLLVMModule(const ir::Module &module,
   if (!llvmModule)
     return nullptr;
   TimeRegion region("optimize");
-  optimizeModule(*llvmModule, tm, options.optLevel);
+  optimizeModule(*llvmModule, tm, options.optLevel,
+                 options.preferVectorWidth);
   return llvmModule;
 }
 

@@ -181,6 +181,19 @@ cl::opt<FPContract> fpContract(
                           "fuse where the target has FMA, as g++ does")),
     cl::init(FPContract::Off), cl::cat(gradcCategory));
 
+enum class VectorWidth : unsigned { Auto = 0, W128 = 128, W256 = 256, W512 = 512 };
+cl::opt<VectorWidth> preferVectorWidth(
+    "prefer-vector-width",
+    cl::desc("With --emit=llvm|obj: the vector width in bits that loops are "
+             "vectorised for"),
+    cl::values(clEnumValN(VectorWidth::Auto, "auto",
+                          "512 where the target has AVX-512, else the "
+                          "target's choice (the default)"),
+               clEnumValN(VectorWidth::W128, "128", "128 bits"),
+               clEnumValN(VectorWidth::W256, "256", "256 bits"),
+               clEnumValN(VectorWidth::W512, "512", "512 bits")),
+    cl::init(VectorWidth::Auto), cl::cat(gradcCategory));
+
 cl::opt<std::string>
     moduleName("module-name",
                cl::desc("Prefix of the C symbols (default: the file's stem)"),
@@ -343,6 +356,7 @@ int emitLLVM(Compilation &c, bool object) {
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
   options.fpContractFast = fpContract == FPContract::Fast;
+  options.preferVectorWidth = unsigned(VectorWidth(preferVectorWidth));
   std::string bytes, error;
   bool targetError = false;
   if (!plugin->emitLLVM(*c.ir, options, object, bytes, error, targetError)) {

@@ -59,6 +59,11 @@ struct LLVMOptions {
   /// `*` and `+` rounds separately and the results equal the interpreter's
   /// bit for bit (docs/Math.md, "Contraction").
   bool fpContractFast = false;
+  /// The vector width in bits that the loop vectoriser prefers
+  /// (`--prefer-vector-width`, clang's `-mprefer-vector-width`); 0: 512
+  /// where the target has AVX-512F, else the target's own default
+  /// (preferredVectorWidth).
+  unsigned preferVectorWidth = 0;
   /// When not empty, lower only these functions and what they call (the
   /// JIT compiles just the function it runs).
   std::vector<std::string> roots;
@@ -93,8 +98,17 @@ void runWithLargeStack(llvm::function_ref<void()> work);
 /// (LLVM's in-order reductions: the additions stay in the source order,
 /// so the result is the same bit for bit), unless `-mllvm
 /// -force-ordered-reductions` says otherwise.
+/// Every function prefers vectors of `preferVectorWidth` bits (0: see
+/// preferredVectorWidth).
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
-                    unsigned optLevel);
+                    unsigned optLevel, unsigned preferVectorWidth = 0);
+
+/// The vector width that `optimizeModule` asks for: `requested` if not
+/// 0; else 512 on a target with AVX-512F, whose x86 tuning would
+/// otherwise prefer 256-bit vectors (docs/LLVMBackend.md, "Vector
+/// width"); else 0, the target's own choice.
+unsigned preferredVectorWidth(const llvm::TargetMachine &tm,
+                              unsigned requested);
 
 /// Lowers, verifies and optimises: what `--emit=llvm` prints and
 /// `--emit=obj` compiles. Null with `error` set on failure.

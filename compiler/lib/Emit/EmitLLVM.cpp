@@ -431,8 +431,7 @@ std::unique_ptr<llvm::Module> emit::buildLLVMModule(const ir::Module &module,
   if (!llvmModule)
     return nullptr;
   TimeRegion region("optimize");
-  optimizeModule(*llvmModule, tm, options.optLevel,
-                 options.preferVectorWidth);
+  optimizeModule(*llvmModule, tm, options.optLevel, options.preferVectorWidth);
   return llvmModule;
 }
 

@@ -181,7 +181,12 @@ cl::opt<FPContract> fpContract(
                           "fuse where the target has FMA, as g++ does")),
     cl::init(FPContract::Off), cl::cat(gradcCategory));
 
-enum class VectorWidth : unsigned { Auto = 0, W128 = 128, W256 = 256, W512 = 512 };
+enum class VectorWidth : unsigned {
+  Auto = 0,
+  W128 = 128,
+  W256 = 256,
+  W512 = 512
+};
 cl::opt<VectorWidth> preferVectorWidth(
     "prefer-vector-width",
     cl::desc("With --emit=llvm|obj: the vector width in bits that loops are "

@@ -113,8 +113,21 @@ emit::createTargetMachine(const LLVMOptions &options, std::string &error) {
   return tm;
 }
 
-// gradc/Math.h compiled to bitcode (MathBitcode.cpp, CMakeLists.txt).
+// gradc/Math.h compiled to bitcode (MathBitcode.cpp, CMakeLists.txt): for
+// targets with FMA, whose reduction of sin and cos calls llvm.fma, and for
+// the others, which get the same bits from double (Math.h, reduceStep).
 #include "MathBitcode.inc"
+#include "MathBitcodeFMA.inc"
+
+/// Whether `tm` fuses a multiply and an add in hardware: then the math
+/// library's llvm.fma calls are single instructions, elsewhere calls of
+/// libm's fmaf.
+static bool targetHasFMA(const llvm::TargetMachine &tm) {
+  const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
+  if (tm.getTargetTriple().isX86())
+    return sti && sti->checkFeatures("+fma");
+  return tm.getTargetTriple().isAArch64();
+}
 
 /// Calls of the math library that one function may inline (see
 /// linkMathLibrary).
@@ -128,16 +141,20 @@ static constexpr size_t maxInlinedMathCalls = 256;
 /// cache's two functions stay out of line (MathBitcode.cpp).
 /// The bitcode's CPU attributes are dropped, so that the functions take
 /// the module's target (they were compiled for the generic CPU).
-static bool linkMathLibrary(llvm::Module &module, std::string &error) {
+static bool linkMathLibrary(llvm::Module &module, bool fma,
+                            std::string &error) {
   bool used = false;
   for (const llvm::Function &fn : module)
     used |= fn.isDeclaration() && fn.getName().starts_with("gradc_");
   if (!used)
     return true;
-  llvm::MemoryBufferRef buffer(
-      llvm::StringRef(reinterpret_cast<const char *>(embeddedMathBitcode),
-                      sizeof(embeddedMathBitcode) - 1),
-      "gradc-math.bc");
+  llvm::StringRef bytes =
+      fma ? llvm::StringRef(
+                reinterpret_cast<const char *>(embeddedMathBitcodeFMA),
+                sizeof(embeddedMathBitcodeFMA) - 1)
+          : llvm::StringRef(reinterpret_cast<const char *>(embeddedMathBitcode),
+                            sizeof(embeddedMathBitcode) - 1);
+  llvm::MemoryBufferRef buffer(bytes, "gradc-math.bc");
   llvm::Expected<std::unique_ptr<llvm::Module>> math =
       llvm::parseBitcodeFile(buffer, module.getContext());
   if (!math) {
@@ -215,7 +232,7 @@ std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
     error = "internal error: " + error;
     return nullptr;
   }
-  if (!linkMathLibrary(*llvmModule, error))
+  if (!linkMathLibrary(*llvmModule, targetHasFMA(tm), error))
     return nullptr;
   llvm::raw_string_ostream os(error);
   if (llvm::verifyModule(*llvmModule, &os)) {

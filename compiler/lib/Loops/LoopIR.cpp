@@ -429,12 +429,13 @@ bool loops::isRowStoreLoop(const Stmt &s) {
     return b;
   };
   const Buffer *written = root(store.buffer);
-  bool ok = true;
+  bool ok = true, loads = false;
   walkExprs(store, [&](const Expr &e) {
+    loads |= e.kind == Expr::Kind::Load;
     ok &= !(e.kind == Expr::Kind::Load && root(e.buffer) == written) &&
           (e.kind != Expr::Kind::Intrinsic || e.type == ScalarType::F32);
   });
-  return ok;
+  return ok && loads;
 }
 
 llvm::DenseMap<const Buffer *, unsigned>

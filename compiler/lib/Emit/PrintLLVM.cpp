@@ -844,7 +844,8 @@ void FunctionPrinter::stmt(const Stmt &s) {
             block(s.body);
             loopVars.erase(s.var);
           });
-      if (loops::isLaneLoop(s) || loops::isDotLoop(s))
+      if (loops::isLaneLoop(s) || loops::isDotLoop(s) ||
+          loops::isRowStoreLoop(s))
         markLaneLoop(latch, int64_t(s.extent->value));
     }
     return;

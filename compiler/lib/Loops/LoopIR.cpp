@@ -403,6 +403,41 @@ bool loops::isDotLoop(const Stmt &s) {
   return dots;
 }
 
+bool loops::isRowStoreLoop(const Stmt &s) {
+  if (s.kind != Stmt::Kind::For || s.parallel ||
+      s.extent->kind != Expr::Kind::Const ||
+      s.extent->type != ScalarType::Index)
+    return false;
+  int64_t extent = int64_t(s.extent->value);
+  if (extent < 4 || extent > 16 || (extent & (extent - 1)) != 0 ||
+      s.body.size() != 1 || s.body[0]->kind != Stmt::Kind::Store ||
+      s.body[0]->buffer->kind == Buffer::Kind::Local)
+    return false;
+  const Stmt &store = *s.body[0];
+  auto isVar = [&](const Expr &e) {
+    return e.kind == Expr::Kind::LoopVar && e.var == s.var;
+  };
+  const Expr &index = *store.index;
+  bool atVar = isVar(index) ||
+               (index.kind == Expr::Kind::Prim && index.op == PrimOp::Add &&
+                isVar(*index.args[1]) && !usesVar(*index.args[0], s.var));
+  if (!atVar)
+    return false;
+  auto root = [](const Buffer *b) {
+    while (b->base)
+      b = b->base;
+    return b;
+  };
+  const Buffer *written = root(store.buffer);
+  bool ok = true, loads = false;
+  walkExprs(store, [&](const Expr &e) {
+    loads |= e.kind == Expr::Kind::Load;
+    ok &= !(e.kind == Expr::Kind::Load && root(e.buffer) == written) &&
+          (e.kind != Expr::Kind::Intrinsic || e.type == ScalarType::F32);
+  });
+  return ok && loads;
+}
+
 llvm::DenseMap<const Buffer *, unsigned>
 loops::countUses(const LoopFunction &fn) {
   llvm::DenseMap<const Buffer *, unsigned> uses;

@@ -335,6 +335,18 @@ bool callsSmallArgumentVersion(const Stmt &s);
 /// loop's.
 bool isDotLoop(const Stmt &s);
 
+/// Whether `s` is a loop that writes one row, elementwise: a loop over 4,
+/// 8 or 16 iterations, not parallel, whose body is one store at the
+/// loop's own position (`%b[%i]` or `%b[E + %i]`, E free of %i) of a value
+/// that reads memory (a loop that only sets lanes to 0 vectorises anyway),
+/// but nothing of the buffer it writes, and calls no math function of f64
+/// (a libm call): K4's outer product `for j < 4 { %d_w[%i * 4 + %j]
+/// = %g[%i] * %x[%j] + 0 }`. The LLVM printer asks for it to be
+/// vectorised (LLVM's SLP vectoriser is off, and the loop vectoriser
+/// leaves so short a loop alone unless asked): each element is computed
+/// as before, so the bits are the scalar loop's.
+bool isRowStoreLoop(const Stmt &s);
+
 /// How many statements refer to each buffer of `fn` (a load, a store, a
 /// call's or kernel's operand each count once; a view counts twice for
 /// its base, so that a buffer seen through a view is never taken for one

@@ -563,6 +563,7 @@ private:
     size_t pos;
     ExprPtr *index;
     bool store; ///< a Store statement's own index (not a load in it)
+    bool load;  ///< a load's index
   };
   struct IterUses {
     bool ok = true;
@@ -590,7 +591,8 @@ private:
         Stmt &s = *block[pos];
         std::function<void(ExprPtr &)> inExpr = [&](ExprPtr &e) {
           if (e->kind == Expr::Kind::Load)
-            found[e->buffer].sites.push_back({loop, pos, &e->args[0], false});
+            found[e->buffer].sites.push_back(
+                {loop, pos, &e->args[0], false, true});
           for (ExprPtr &a : e->args)
             inExpr(a);
         };
@@ -603,7 +605,7 @@ private:
           inExpr(e);
         if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
           found[s.buffer].sites.push_back(
-              {loop, pos, &s.index, s.kind == Stmt::Kind::Store});
+              {loop, pos, &s.index, s.kind == Stmt::Kind::Store, false});
         for (Buffer *b : s.outputs)
           found[b].ok = false;
         for (Buffer *b : s.inputs)
@@ -641,10 +643,14 @@ private:
       if (x.pos < first->pos)
         first = &x;
     }
-    // The first statement that touches it stores it and does not read it.
+    // The first statement that touches it stores it and does not read it;
+    // some statement reads it (a local that is only set would make a C++
+    // compiler warn).
     for (const IterSite &x : sites)
       if (x.pos == first->pos && !x.store)
         return false;
+    if (llvm::none_of(sites, [](const IterSite &x) { return x.load; }))
+      return false;
     return llvm::count_if(sites, [&](const IterSite &x) {
              return x.pos == first->pos;
            }) == 1;

@@ -32,7 +32,7 @@ const LoopPass loopPasses[] = {
      "out of that loop (Hoist.cpp)",
      hoistInvariants},
     {"jam",
-     "works on two rows at a time (unroll and jam by 2) in a loop over "
+     "works on four (or two) rows at a time (unroll and jam) in a loop over "
      "rows whose sums are chains of adds and that adds column sums across "
      "its rows, each row with its own lanes (JamRows.cpp)",
      jamRows},

@@ -72,7 +72,8 @@ uint64_t mergeLoopsWork();
 /// moves out of it (Hoist.cpp).
 bool hoistInvariants(LoopModule &module, std::string &error);
 /// `jam`: a loop over rows whose sums are chains of adds, with column
-/// sums across its rows, works on two rows at a time (JamRows.cpp).
+/// sums across its rows, works on four (or two) rows at a time
+/// (JamRows.cpp).
 bool jamRows(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);

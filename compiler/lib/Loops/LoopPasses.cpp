@@ -45,6 +45,11 @@ const LoopPass loopPasses[] = {
      "marks outermost loops whose iterations are independent, with their "
      "private buffers and estimated work (Parallel.cpp)",
      markParallelLoops},
+    {"sink",
+     "computes a row buffer's elements in the lane loops of the sum that "
+     "reads them next, instead of in a loop of their own "
+     "(SinkProducers.cpp)",
+     sinkProducers},
     {"plan",
      "puts small scratch buffers on the stack and gives buffers whose "
      "lifetimes do not overlap one slot (PlanBuffers.cpp)",

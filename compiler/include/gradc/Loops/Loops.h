@@ -75,6 +75,9 @@ bool hoistInvariants(LoopModule &module, std::string &error);
 /// sums across its rows, works on four (or two) rows at a time
 /// (JamRows.cpp).
 bool jamRows(LoopModule &module, std::string &error);
+/// `sink`: a loop that stores a row buffer runs in the lane loops of the
+/// sum that reads it next (SinkProducers.cpp).
+bool sinkProducers(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
@@ -102,7 +105,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
 constexpr const char *defaultLoopPipeline =
-    "fuse,expand,merge,hoist,jam,plan,parallel";
+    "fuse,expand,merge,hoist,jam,sink,plan,parallel";
 
 /// Lowers `module`, verifies it, runs defaultLoopPipeline and verifies the
 /// result: what both backends print. The passes are verified once at the

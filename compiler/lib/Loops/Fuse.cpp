@@ -22,8 +22,9 @@
 //     read once in each of them (by the accumulation or by a local
 //     fused there before) is still computed once per element. The other:
 //     recompute versus store (`recomputable`), a producer cheap to compute
-//     again from the parameters, read in several passes, is computed in
-//     each.
+//     again from the parameters (and from a row's statistic, a broadcast
+//     that nothing writes after it: K5's `%d = %x - %mu`), read in
+//     several passes, is computed in each.
 //  3. Before each R, a local `%p = V[loop variables := their bindings]` is
 //     inserted, R reads that local instead, and the producer nest and the
 //     buffer are deleted. Repeat until nothing changes, so chains fuse.
@@ -191,6 +192,10 @@ private:
   llvm::DenseMap<const Stmt *, Place> places;
   /// The order of the top-level statements (erasing keeps it).
   llvm::DenseMap<const Stmt *, size_t> order;
+  /// Per root buffer: 1 + the order of the last top-level statement that
+  /// writes it (fusing moves only loads and writes of locals, so it
+  /// holds through a sweep).
+  llvm::DenseMap<const Buffer *, size_t> lastWriter;
   /// The statements whose own expressions read each buffer.
   llvm::DenseMap<const Buffer *, llvm::SmallVector<const Stmt *, 2>> readers;
   /// Buffers written by more than one statement, or used by a call, a
@@ -269,13 +274,17 @@ private:
       places[&s] = {&block, t};
       enclosing[&s].assign(loopVars.begin(), loopVars.end());
       noteReads(s);
-      if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+      if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) {
         if (++writes[s.buffer] > 1)
           otherwise.insert(s.buffer);
+        noteWrite(s.buffer, *t);
+      }
       for (const Buffer *b : s.inputs)
         otherwise.insert(b);
-      for (const Buffer *b : s.outputs)
+      for (const Buffer *b : s.outputs) {
         otherwise.insert(b);
+        noteWrite(b, *t);
+      }
       if (s.kind == Stmt::Kind::For)
         loopVars.push_back(s.var);
       indexBlock(s.body, t, writes, loopVars);
@@ -284,9 +293,19 @@ private:
     }
   }
 
+  /// The last top-level statement that writes `b` (through any view) is
+  /// at least `top`.
+  void noteWrite(const Buffer *b, const Stmt &top) {
+    while (b->kind == Buffer::Kind::Alias && b->base)
+      b = b->base;
+    size_t &last = lastWriter[b];
+    last = std::max(last, order.lookup(&top) + 1);
+  }
+
   void indexUses() {
     places.clear();
     order.clear();
+    lastWriter.clear();
     readers.clear();
     otherwise.clear();
     dead.clear();
@@ -546,10 +565,12 @@ private:
   /// that memory traffic costs about what a few arithmetic operations
   /// or one math function do. So the producer is computed in each pass
   /// when
-  ///  - its value reads only parameters, constants and its own locals
-  ///    (recomputing it anywhere gives the same value, and computing it
-  ///    in k passes adds no reader to any other buffer, so nothing
-  ///    multiplies down a chain);
+  ///  - its value reads only parameters, constants, its own locals and
+  ///    broadcasts that nothing writes from it on (readsOnlyInputs:
+  ///    recomputing it anywhere after it gives the same value, and
+  ///    computing it in k passes adds no reader to any buffer that could
+  ///    be recomputed in turn, so nothing multiplies down a chain), and
+  ///    is cheap arithmetic when it reads a broadcast;
   ///  - each reader reads it at an index that every loop around the
   ///    reader moves (no element is computed more than once per pass,
   ///    as in a broadcast would be), its innermost loop along the
@@ -563,14 +584,17 @@ private:
                     llvm::ArrayRef<const Stmt *> found,
                     llvm::ArrayRef<const Expr *> readIndices,
                     llvm::ArrayRef<Binding> bindings) {
-    unsigned cost = 0;
-    for (const StmtPtr &def : body)
-      if (!readsOnlyInputs(*def->value, cost))
-        return false;
     const Stmt *innermost = &nest;
     while (innermost->body.size() == 1 &&
            innermost->body.front()->kind == Stmt::Kind::For)
       innermost = innermost->body.front().get();
+    Inputs in{order.lookup(&nest), innermost->var};
+    for (const StmtPtr &def : body)
+      if (!readsOnlyInputs(*def->value, in))
+        return false;
+    if (in.broadcast && in.dear)
+      return false;
+    unsigned cost = in.cost;
     for (size_t r = 0; r < found.size(); ++r) {
       std::set<unsigned> used;
       collectLoopVars(*readIndices[r], used);
@@ -610,29 +634,56 @@ private:
 
   static constexpr unsigned recomputeBudget = 16;
 
-  /// Whether `e` loads only parameters, constants and locals (the
-  /// producer's own: nestBody checked), adding its cost to `cost`.
-  static bool readsOnlyInputs(const Expr &e, unsigned &cost) {
+  /// What a producer's value reads, as `readsOnlyInputs` finds it.
+  struct Inputs {
+    size_t at;              ///< the producer's top-level position
+    unsigned innermost;     ///< its innermost loop variable
+    unsigned cost = 0;      ///< 8 per math function, 1 per other operation
+    bool broadcast = false; ///< reads a row's statistic (below)
+    bool dear = false;      ///< has a division or a math function
+  };
+
+  /// Whether `e` loads only parameters, constants, locals (the
+  /// producer's own: nestBody checked) and *broadcasts*: scratch buffers
+  /// read at an index that the producer's innermost loop does not move
+  /// (a row's statistic, K5's `%d = %x - %mu`) and that no statement from
+  /// the producer on writes, so that each reader after it loads the same
+  /// element. A broadcast is no elementwise producer that could in turn
+  /// be recomputed in each pass (Fuse reads nothing at an index that a
+  /// loop around it does not move), so nothing multiplies down a chain;
+  /// reading one, the producer must be cheap arithmetic (no division or
+  /// math function: K5's `%d_d`, with a division, stays stored).
+  bool readsOnlyInputs(const Expr &e, Inputs &in) const {
     switch (e.kind) {
     case Expr::Kind::Load:
+      if (e.buffer->kind == Buffer::Kind::Scratch &&
+          lastWriter.lookup(e.buffer) <= in.at &&
+          !usesVar(*e.args[0], in.innermost)) {
+        in.broadcast = true;
+        break;
+      }
       if (e.buffer->kind != Buffer::Kind::Param &&
           e.buffer->kind != Buffer::Kind::Constant &&
           e.buffer->kind != Buffer::Kind::Local)
         return false;
       break;
     case Expr::Kind::Intrinsic:
-      cost += 8;
+      in.cost += 8;
+      in.dear = true;
       break;
     case Expr::Kind::Prim:
+      in.dear |= e.op == PrimOp::Div || e.op == PrimOp::Rem;
+      in.cost += 1;
+      break;
     case Expr::Kind::Select:
     case Expr::Kind::Cast:
-      cost += 1;
+      in.cost += 1;
       break;
     default:
       break;
     }
     for (const ExprPtr &a : e.args)
-      if (!readsOnlyInputs(*a, cost))
+      if (!readsOnlyInputs(*a, in))
         return false;
     return true;
   }

@@ -32,7 +32,7 @@ const LoopPass loopPasses[] = {
      "out of that loop (Hoist.cpp)",
      hoistInvariants},
     {"jam",
-     "works on two rows at a time (unroll and jam by 2) in a loop over "
+     "works on four (or two) rows at a time (unroll and jam) in a loop over "
      "rows whose sums are chains of adds and that adds column sums across "
      "its rows, each row with its own lanes (JamRows.cpp)",
      jamRows},
@@ -45,6 +45,11 @@ const LoopPass loopPasses[] = {
      "marks outermost loops whose iterations are independent, with their "
      "private buffers and estimated work (Parallel.cpp)",
      markParallelLoops},
+    {"sink",
+     "computes a row buffer's elements in the lane loops of the sum that "
+     "reads them next, instead of in a loop of their own "
+     "(SinkProducers.cpp)",
+     sinkProducers},
     {"plan",
      "puts small scratch buffers on the stack and gives buffers whose "
      "lifetimes do not overlap one slot (PlanBuffers.cpp)",

@@ -303,6 +303,7 @@ public:
     for (StmtPtr &s : fn.body)
       if (s->kind == Stmt::Kind::For)
         mergeInner(s->body);
+    scalarize();
   }
 
 private:
@@ -553,6 +554,106 @@ private:
         return false;
     }
     return true;
+  }
+
+  /// Where a buffer is touched, for step 4: the statement of `loop`'s
+  /// body (position `pos`) that holds the access, and the index slot.
+  struct IterSite {
+    const Stmt *loop;
+    size_t pos;
+    ExprPtr *index;
+    bool store; ///< a Store statement's own index (not a load in it)
+    bool load;  ///< a load's index
+  };
+  struct IterUses {
+    bool ok = true;
+    llvm::SmallVector<IterSite, 4> sites;
+  };
+
+  /// Step 4: a scratch buffer that one loop alone touches, each access at
+  /// the loop's variable in a statement directly in its body, the first
+  /// of them a store (`for %j < C { %t[%j] = a; ... %t[%j] ... }`, after
+  /// step 3 joined the passes of a row) holds one element per iteration:
+  /// it becomes a local (the store of a row and the loads back are gone;
+  /// K5's gradient, `%19 = %18 * %d` read twice). Each iteration sets the
+  /// element before it reads it, and no other iteration or statement
+  /// reads it, so every load sees the value it saw. One walk of the
+  /// function finds every access.
+  void scalarize() {
+    llvm::DenseSet<const Buffer *> viewed;
+    for (const auto &b : fn.buffers)
+      if (b->kind == Buffer::Kind::Alias && b->base)
+        viewed.insert(b->base);
+    llvm::DenseMap<const Buffer *, IterUses> found;
+    std::function<void(Block &, const Stmt *)> visit = [&](Block &block,
+                                                           const Stmt *loop) {
+      for (size_t pos = 0; pos < block.size(); ++pos) {
+        Stmt &s = *block[pos];
+        std::function<void(ExprPtr &)> inExpr = [&](ExprPtr &e) {
+          if (e->kind == Expr::Kind::Load)
+            found[e->buffer].sites.push_back(
+                {loop, pos, &e->args[0], false, true});
+          for (ExprPtr &a : e->args)
+            inExpr(a);
+        };
+        for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
+          if (*e)
+            inExpr(*e);
+        for (ExprPtr &e : s.operands)
+          inExpr(e);
+        for (auto &[name, e] : s.sizeArgs)
+          inExpr(e);
+        if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+          found[s.buffer].sites.push_back(
+              {loop, pos, &s.index, s.kind == Stmt::Kind::Store, false});
+        for (Buffer *b : s.outputs)
+          found[b].ok = false;
+        for (Buffer *b : s.inputs)
+          found[b].ok = false;
+        work += 1;
+        visit(s.body, s.kind == Stmt::Kind::For ? &s : loop);
+      }
+    };
+    visit(fn.body, nullptr);
+    for (const auto &b : fn.buffers) {
+      Buffer *buffer = b.get();
+      auto it = found.find(buffer);
+      if (buffer->kind != Buffer::Kind::Scratch || viewed.count(buffer) ||
+          it == found.end() || !it->second.ok ||
+          !oneElementPerIteration(it->second.sites))
+        continue;
+      for (const IterSite &x : it->second.sites)
+        *x.index = loops::index(0);
+      buffer->kind = Buffer::Kind::Local;
+      buffer->shape.clear();
+    }
+  }
+
+  /// Step 4's condition on the accesses of one buffer.
+  static bool oneElementPerIteration(llvm::ArrayRef<IterSite> sites) {
+    const Stmt *loop = sites.front().loop;
+    if (!loop)
+      return false;
+    const IterSite *first = &sites.front();
+    for (const IterSite &x : sites) {
+      const Expr &index = **x.index;
+      if (x.loop != loop || index.kind != Expr::Kind::LoopVar ||
+          index.var != loop->var)
+        return false;
+      if (x.pos < first->pos)
+        first = &x;
+    }
+    // The first statement that touches it stores it and does not read it;
+    // some statement reads it (a local that is only set would make a C++
+    // compiler warn).
+    for (const IterSite &x : sites)
+      if (x.pos == first->pos && !x.store)
+        return false;
+    if (llvm::none_of(sites, [](const IterSite &x) { return x.load; }))
+      return false;
+    return llvm::count_if(sites, [&](const IterSite &x) {
+             return x.pos == first->pos;
+           }) == 1;
   }
 
   /// Where an index of a buffer sits: `Load.args[0]` or a store's index.

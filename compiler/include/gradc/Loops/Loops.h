@@ -72,8 +72,12 @@ uint64_t mergeLoopsWork();
 /// moves out of it (Hoist.cpp).
 bool hoistInvariants(LoopModule &module, std::string &error);
 /// `jam`: a loop over rows whose sums are chains of adds, with column
-/// sums across its rows, works on two rows at a time (JamRows.cpp).
+/// sums across its rows, works on four (or two) rows at a time
+/// (JamRows.cpp).
 bool jamRows(LoopModule &module, std::string &error);
+/// `sink`: a loop that stores a row buffer runs in the lane loops of the
+/// sum that reads it next (SinkProducers.cpp).
+bool sinkProducers(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
@@ -101,7 +105,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
 constexpr const char *defaultLoopPipeline =
-    "fuse,expand,merge,hoist,jam,plan,parallel";
+    "fuse,expand,merge,hoist,jam,sink,plan,parallel";
 
 /// Lowers `module`, verifies it, runs defaultLoopPipeline and verifies the
 /// result: what both backends print. The passes are verified once at the

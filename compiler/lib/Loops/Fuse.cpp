@@ -139,13 +139,7 @@ void replaceLoads(ExprPtr &e, const Buffer *from, Buffer *to) {
 /// Every expression slot of a statement (not of nested ones).
 std::vector<ExprPtr *> exprSlots(Stmt &s) {
   std::vector<ExprPtr *> slots;
-  for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
-    if (*e)
-      slots.push_back(e);
-  for (ExprPtr &e : s.operands)
-    slots.push_back(&e);
-  for (auto &[name, e] : s.sizeArgs)
-    slots.push_back(&e);
+  forEachExprSlot(s, [&](ExprPtr &e) { slots.push_back(&e); });
   return slots;
 }
 

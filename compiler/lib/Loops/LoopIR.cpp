@@ -472,6 +472,16 @@ static void walkExpr(const Expr &e, llvm::function_ref<void(const Expr &)> f) {
     walkExpr(*a, f);
 }
 
+void loops::forEachExprSlot(Stmt &s, llvm::function_ref<void(ExprPtr &)> f) {
+  for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
+    if (*e)
+      f(*e);
+  for (ExprPtr &e : s.operands)
+    f(e);
+  for (auto &[name, e] : s.sizeArgs)
+    f(e);
+}
+
 void loops::walkExprs(const Stmt &s, llvm::function_ref<void(const Expr &)> f) {
   for (const Expr *e :
        {s.extent.get(), s.index.get(), s.value.get(), s.cond.get()})

@@ -191,13 +191,7 @@ void renameVar(Expr &e, unsigned from, unsigned to) {
 }
 
 void renameVar(Stmt &s, unsigned from, unsigned to) {
-  for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
-    if (*e)
-      renameVar(**e, from, to);
-  for (ExprPtr &e : s.operands)
-    renameVar(*e, from, to);
-  for (auto &[name, e] : s.sizeArgs)
-    renameVar(*e, from, to);
+  forEachExprSlot(s, [&](ExprPtr &e) { renameVar(*e, from, to); });
   for (StmtPtr &c : s.body)
     renameVar(*c, from, to);
 }
@@ -596,13 +590,7 @@ private:
           for (ExprPtr &a : e->args)
             inExpr(a);
         };
-        for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
-          if (*e)
-            inExpr(*e);
-        for (ExprPtr &e : s.operands)
-          inExpr(e);
-        for (auto &[name, e] : s.sizeArgs)
-          inExpr(e);
+        forEachExprSlot(s, inExpr);
         if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
           found[s.buffer].sites.push_back(
               {loop, pos, &s.index, s.kind == Stmt::Kind::Store, false});
@@ -677,13 +665,7 @@ private:
       for (ExprPtr &a : e->args)
         inExpr(a);
     };
-    for (ExprPtr *e : {&s.extent, &s.index, &s.value, &s.cond})
-      if (*e)
-        inExpr(*e);
-    for (ExprPtr &e : s.operands)
-      inExpr(e);
-    for (auto &[name, e] : s.sizeArgs)
-      inExpr(e);
+    forEachExprSlot(s, inExpr);
     if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
       addSite(s.buffer, top, {&s.index, true});
     if (s.kind == Stmt::Kind::Call || s.kind == Stmt::Kind::KernelCall) {

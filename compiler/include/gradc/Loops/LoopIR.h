@@ -358,6 +358,10 @@ void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);
 /// Walks every expression of a statement (not of nested statements),
 /// sub-expressions included.
 void walkExprs(const Stmt &s, llvm::function_ref<void(const Expr &)> f);
+/// Calls `f` on each expression slot of a statement (extent, index, value,
+/// condition, operands, size arguments; not of nested statements), so
+/// that a pass can rewrite or record where an expression lives.
+void forEachExprSlot(Stmt &s, llvm::function_ref<void(ExprPtr &)> f);
 
 } // namespace gradc::loops
 

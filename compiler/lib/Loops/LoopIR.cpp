@@ -345,16 +345,22 @@ bool loops::hasRangeVersion(const LoopFunction &fn) {
       fn.body, [](const StmtPtr &s) { return callsSmallArgumentVersion(*s); });
 }
 
-bool loops::isDotLoop(const Stmt &s) {
+/// A sequential loop of 4, 8 or 16 iterations (a known index extent): what
+/// PrintLLVM may ask LLVM to vectorise whole. Not 2: LLVM 19 then leaves a
+/// dot loop's accumulator's last value live out of the loop and refuses
+/// ("value that could not be identified as reduction is used outside the
+/// loop"), with a warning.
+static bool isSmallVectorLoop(const Stmt &s) {
   if (s.kind != Stmt::Kind::For || s.parallel ||
       s.extent->kind != Expr::Kind::Const ||
       s.extent->type != ScalarType::Index)
     return false;
-  // Not 2: LLVM 19 then leaves the accumulator's last value live out of
-  // the loop and refuses ("value that could not be identified as
-  // reduction is used outside the loop"), with a warning.
   int64_t extent = int64_t(s.extent->value);
-  if (extent < 4 || extent > 16 || (extent & (extent - 1)) != 0)
+  return extent >= 4 && extent <= 16 && (extent & (extent - 1)) == 0;
+}
+
+bool loops::isDotLoop(const Stmt &s) {
+  if (!isSmallVectorLoop(s))
     return false;
   // No math function of f64 (a libm call, which LLVM does not vectorise:
   // a forced vectorisation that fails warns at every compile); f32 ones
@@ -404,13 +410,8 @@ bool loops::isDotLoop(const Stmt &s) {
 }
 
 bool loops::isRowStoreLoop(const Stmt &s) {
-  if (s.kind != Stmt::Kind::For || s.parallel ||
-      s.extent->kind != Expr::Kind::Const ||
-      s.extent->type != ScalarType::Index)
-    return false;
-  int64_t extent = int64_t(s.extent->value);
-  if (extent < 4 || extent > 16 || (extent & (extent - 1)) != 0 ||
-      s.body.size() != 1 || s.body[0]->kind != Stmt::Kind::Store ||
+  if (!isSmallVectorLoop(s) || s.body.size() != 1 ||
+      s.body[0]->kind != Stmt::Kind::Store ||
       s.body[0]->buffer->kind == Buffer::Kind::Local)
     return false;
   const Stmt &store = *s.body[0];

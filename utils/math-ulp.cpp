@@ -9,6 +9,7 @@
 //   /tmp/math-ulp sin [THREADS]          every one of the 2^32 f32 inputs
 //   /tmp/math-ulp pow [THREADS] [STRIDE] the dense 2-D sample of pow
 //   /tmp/math-ulp small-trig [THREADS]   sinSmall/cosSmall against sin/cos
+//   /tmp/math-ulp reduce-step [THREADS]  sin/cos's reduction against std::fma
 //
 // The reference is double-precision libm (glibc's is correctly rounded in
 // practice for these), the error is in ulp of the correctly rounded f32
@@ -20,6 +21,13 @@
 // generated code) with sin and cos bit for bit, for every f32 below
 // detail::smallTrigBound in magnitude, and checks that they flag every
 // other f32; prints the number of mismatches (0: the paths agree).
+//
+// reduce-step checks that detail::reduceStep rounds each step of the
+// reduction of sin and cos once, as std::fma does, for every f32 below
+// smallTrigBound. Build it without FMA (the default x86-64): reduceStep is
+// then the emulation in double that the interpreter uses, std::fma is
+// libm's fmaf, and 0 mismatches means that every backend's sin and cos
+// agree (with FMA, reduceStep is std::fma itself). Minutes per thread.
 //
 // pow's sample: x runs over every STRIDE-th f32 bit pattern (default
 // 4093, about a million x, both signs, subnormals to inf and NaN) and y
@@ -188,6 +196,45 @@ uint64_t smallTrigMismatches(int threads) {
   return all;
 }
 
+/// Mismatches between detail::reduceStep as this program was compiled
+/// (an FMA with -mfma or -march=haswell and later; without, the emulation
+/// in double) and std::fma, which is correctly rounded either way (libm's
+/// fmaf where the target has no FMA): every step of sinCosSmall's
+/// reduction, for every f32 below smallTrigBound in magnitude.
+uint64_t reduceStepMismatches(int threads) {
+  using gradc::detail::bitsOf;
+  using gradc::detail::reduceStep;
+  // The parts of pi/2 and the shifter of sinCosSmall.
+  const float shifter = 12582912.0f, twoOverPi = -0x1.45f306p-1f;
+  const float parts[3] = {0x1.921fb6p+0f, -0x1.777a5cp-25f, -0x1.ee59dap-50f};
+  auto exact = [](float a, float k, float p) { return std::fma(-k, p, a); };
+  std::vector<uint64_t> bad(threads);
+  std::vector<std::thread> pool;
+  const uint32_t top = bitsOf(gradc::detail::smallTrigBound);
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (uint32_t u = t; u < top; u += threads)
+        for (uint32_t sign : {0u, 0x80000000u}) {
+          float x = floatOf(u | sign);
+          float t1 = reduceStep(shifter, x, twoOverPi);
+          bool differ = bitsOf(t1) != bitsOf(exact(shifter, x, twoOverPi));
+          float k = t1 - shifter, r = x;
+          for (float p : parts) {
+            float next = reduceStep(r, k, p);
+            differ |= bitsOf(next) != bitsOf(exact(r, k, p));
+            r = next;
+          }
+          bad[t] += differ;
+        }
+    });
+  for (std::thread &th : pool)
+    th.join();
+  uint64_t all = 0;
+  for (uint64_t b : bad)
+    all += b;
+  return all;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -201,6 +248,11 @@ int main(int argc, char **argv) {
     Worst w = powSample(threads, stride);
     std::printf("pow: max %.4f ulp at x = %a, y = %a\n", w.error, w.x, w.y);
     return 0;
+  }
+  if (std::strcmp(argv[1], "reduce-step") == 0) {
+    uint64_t bad = reduceStepMismatches(threads);
+    std::printf("reduce-step: %llu mismatches\n", (unsigned long long)bad);
+    return bad != 0;
   }
   if (std::strcmp(argv[1], "small-trig") == 0) {
     uint64_t bad = smallTrigMismatches(threads);

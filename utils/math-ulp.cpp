@@ -171,22 +171,16 @@ Worst powSample(int threads, uint32_t stride) {
   return all;
 }
 
-/// Mismatches between the small-argument and the general sin and cos.
-uint64_t smallTrigMismatches(int threads) {
+/// How many of the bit patterns [0, end) `fails` is true for, on
+/// `threads` threads.
+template <typename F>
+uint64_t countFailures(int threads, uint64_t end, F fails) {
   std::vector<uint64_t> bad(threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      for (uint64_t u = t; u < (uint64_t(1) << 32); u += threads) {
-        float x = floatOf(static_cast<uint32_t>(u));
-        int32_t flag = 0;
-        float s = gradc::sinSmall(x, flag), c = gradc::cosSmall(x, flag);
-        bool small = std::fabs(x) < gradc::detail::smallTrigBound;
-        using gradc::detail::bitsOf;
-        if (flag != !small || (small && (bitsOf(s) != bitsOf(gradc::sin(x)) ||
-                                         bitsOf(c) != bitsOf(gradc::cos(x)))))
-          ++bad[t];
-      }
+      for (uint64_t u = t; u < end; u += threads)
+        bad[t] += fails(static_cast<uint32_t>(u));
     });
   for (std::thread &th : pool)
     th.join();
@@ -194,6 +188,19 @@ uint64_t smallTrigMismatches(int threads) {
   for (uint64_t b : bad)
     all += b;
   return all;
+}
+
+/// Mismatches between the small-argument and the general sin and cos.
+uint64_t smallTrigMismatches(int threads) {
+  return countFailures(threads, uint64_t(1) << 32, [](uint32_t u) {
+    float x = floatOf(u);
+    int32_t flag = 0;
+    float s = gradc::sinSmall(x, flag), c = gradc::cosSmall(x, flag);
+    bool small = std::fabs(x) < gradc::detail::smallTrigBound;
+    using gradc::detail::bitsOf;
+    return flag != !small || (small && (bitsOf(s) != bitsOf(gradc::sin(x)) ||
+                                        bitsOf(c) != bitsOf(gradc::cos(x))));
+  });
 }
 
 /// Mismatches between detail::reduceStep as this program was compiled
@@ -208,31 +215,22 @@ uint64_t reduceStepMismatches(int threads) {
   const float shifter = 12582912.0f, twoOverPi = -0x1.45f306p-1f;
   const float parts[3] = {0x1.921fb6p+0f, -0x1.777a5cp-25f, -0x1.ee59dap-50f};
   auto exact = [](float a, float k, float p) { return std::fma(-k, p, a); };
-  std::vector<uint64_t> bad(threads);
-  std::vector<std::thread> pool;
-  const uint32_t top = bitsOf(gradc::detail::smallTrigBound);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (uint32_t u = t; u < top; u += threads)
-        for (uint32_t sign : {0u, 0x80000000u}) {
-          float x = floatOf(u | sign);
-          float t1 = reduceStep(shifter, x, twoOverPi);
-          bool differ = bitsOf(t1) != bitsOf(exact(shifter, x, twoOverPi));
-          float k = t1 - shifter, r = x;
-          for (float p : parts) {
-            float next = reduceStep(r, k, p);
-            differ |= bitsOf(next) != bitsOf(exact(r, k, p));
-            r = next;
-          }
-          bad[t] += differ;
-        }
-    });
-  for (std::thread &th : pool)
-    th.join();
-  uint64_t all = 0;
-  for (uint64_t b : bad)
-    all += b;
-  return all;
+  auto stepsDiffer = [&](float x) {
+    float t = reduceStep(shifter, x, twoOverPi);
+    bool differ = bitsOf(t) != bitsOf(exact(shifter, x, twoOverPi));
+    float k = t - shifter, r = x;
+    for (float p : parts) {
+      float next = reduceStep(r, k, p);
+      differ |= bitsOf(next) != bitsOf(exact(r, k, p));
+      r = next;
+    }
+    return differ;
+  };
+  // Both signs of every magnitude below the bound.
+  return countFailures(
+      threads, bitsOf(gradc::detail::smallTrigBound), [&](uint32_t u) {
+        return stepsDiffer(floatOf(u)) + stepsDiffer(floatOf(u | 0x80000000u));
+      });
 }
 
 } // namespace

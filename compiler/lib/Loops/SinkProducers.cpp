@@ -231,6 +231,22 @@ private:
     into = std::move(copies);
   }
 
+  /// The first statement from block[from] on that reads one of P's row
+  /// buffers, when every statement before it is clear of P; else (or when
+  /// none reads them) block.size().
+  static size_t nextReader(const Block &block, size_t from,
+                           const Producer &prod) {
+    for (size_t i = from; i < block.size(); ++i) {
+      if (readsRows(*block[i], prod))
+        return i;
+      Touches t;
+      t.add(*block[i]);
+      if (!clearOf(t, prod, false))
+        return block.size();
+    }
+    return block.size();
+  }
+
   /// Sinks block[at] into the sum after it when it can; true if it did
   /// (the caller erases it).
   bool sink(Block &block, size_t at) {
@@ -243,15 +259,7 @@ private:
         prim(PrimOp::Div, extent.clone(), index(ir::reductionLanes));
     ExprPtr rest = prim(PrimOp::Rem, extent.clone(), index(ir::reductionLanes));
     // N: the first statement after P that reads a row buffer.
-    size_t n = at + 1;
-    for (; n < block.size(); ++n) {
-      if (readsRows(*block[n], prod))
-        break;
-      Touches t;
-      t.add(*block[n]);
-      if (!clearOf(t, prod, false))
-        return false;
-    }
+    size_t n = nextReader(block, at + 1, prod);
     if (n == block.size())
       return false;
     Stmt &chunk = *block[n];
@@ -279,15 +287,7 @@ private:
     if (!lane || !clearOf(inChunk, prod, true))
       return false;
     // T: the first loop over the rest after N that reads a row buffer.
-    size_t r = n + 1;
-    for (; r < block.size(); ++r) {
-      if (readsRows(*block[r], prod))
-        break;
-      Touches t;
-      t.add(*block[r]);
-      if (!clearOf(t, prod, false))
-        return false;
-    }
+    size_t r = nextReader(block, n + 1, prod);
     if (r == block.size())
       return false;
     Stmt &tail = *block[r];

@@ -34,6 +34,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -89,6 +90,19 @@ bool isIdentityPerm(llvm::ArrayRef<int64_t> perm) {
   return true;
 }
 
+/// A value known row by row along `axis`: row r is `rows[r]`, or a
+/// structural zero where that is null. `index` is the constant index of a
+/// scatter_add that has the one nonzero row (null for a stack).
+struct KnownRows {
+  int64_t axis = 0;
+  llvm::SmallVector<Value *, 8> rows;
+  Value *index = nullptr;
+};
+
+/// The most rows simplifyRowAdd builds a stack of: beyond it, the stack's
+/// operand list outgrows what the zero rows cost.
+constexpr int64_t maxKnownRows = 64;
+
 class Simplifier {
 public:
   explicit Simplifier(Function &fn) : fn(fn), rewriter(fn) {}
@@ -108,6 +122,8 @@ private:
 
   // Identities, one family per function.
   bool simplifyAdd(Op &op);
+  bool simplifyRowAdd(Op &op);
+  std::optional<KnownRows> knownRows(Value *v) const;
   bool simplifySub(Op &op);
   bool simplifyMulDiv(Op &op);
   bool simplifyStopGradient(Op &op);
@@ -396,7 +412,88 @@ bool Simplifier::simplifyAdd(Op &op) {
     if (isZero(zero) || classifyConstantZero(zero) == ConstantZero::AllNegative)
       return replaceWith(op, broadcastTo(other, type, op));
   }
-  return false;
+  return simplifyRowAdd(op);
+}
+
+/// The rows of `v` along one axis when they are known: a scatter_add of a
+/// constant in-range scalar index (the adjoint of reading `x[c]`) is one
+/// row, the others structural zeros; a stack is its operands.
+std::optional<KnownRows> Simplifier::knownRows(Value *v) const {
+  if (const Op *scatter = plainDef(v, OpKind::ScatterAdd)) {
+    Value *index = scatter->getOperand(1);
+    const std::vector<double> *values = getConstantValues(index);
+    int64_t axis = scatter->getAttrs().getInt("axis");
+    const Dim &n = v->getType().shape[axis];
+    if (!values || values->size() != 1 || !index->getType().isScalar() ||
+        !n.isKnown() || n.getSize() > maxKnownRows)
+      return std::nullopt;
+    // An index out of range stays: it must fail at run time.
+    double c = (*values)[0];
+    if (c < 0 || c >= double(n.getSize()))
+      return std::nullopt;
+    KnownRows known{axis, {}, index};
+    known.rows.assign(n.getSize(), nullptr);
+    known.rows[int64_t(c)] = scatter->getOperand(0);
+    return known;
+  }
+  if (const Op *stack = plainDef(v, OpKind::Stack)) {
+    if (stack->getNumOperands() > maxKnownRows)
+      return std::nullopt;
+    KnownRows known{stack->getAttrs().getInt("axis"), {}, nullptr};
+    for (Value *row : stack->getOperands())
+      known.rows.push_back(isZero(row) ? nullptr : row);
+    return known;
+  }
+  return std::nullopt;
+}
+
+/// add(a, b) of two values known row by row along the same axis is one
+/// value built row by row: row r is a[r] + b[r], or the one of them that
+/// is not a structural zero. A gradient that reads `w[0]`, `w[1]`, ... of
+/// a parameter adds one scatter_add per read, each a tensor of zeros with
+/// one row set; the sum of them becomes one scatter_add (all on one row)
+/// or one stack of the rows, zeros_like where no read lands.
+bool Simplifier::simplifyRowAdd(Op &op) {
+  const TensorType &type = op.getResult()->getType();
+  Value *a = op.getOperand(0), *b = op.getOperand(1);
+  if (a->getType() != type || b->getType() != type)
+    return false;
+  std::optional<KnownRows> x = knownRows(a), y = knownRows(b);
+  if (!x || !y || x->axis != y->axis || x->rows.size() != y->rows.size())
+    return false;
+  const size_t n = x->rows.size();
+  size_t nonzero = 0, last = 0;
+  for (size_t r = 0; r < n; ++r)
+    if (x->rows[r] || y->rows[r])
+      ++nonzero, last = r;
+  // One row set, by a scatter_add on that row: a scatter_add of the sum.
+  Value *index = x->rows[last] ? x->index : nullptr;
+  if (!index && y->rows[last])
+    index = y->index;
+  Value *zero = nullptr;
+  if (nonzero != 1 || !index) {
+    const Value *sample = x->rows[last] ? x->rows[last] : y->rows[last];
+    if (nonzero < n && !(zero = findZeroOfType(op, sample->getType())))
+      return false;
+  }
+  llvm::SmallVector<Value *, 8> rows;
+  for (size_t r = 0; r < n; ++r) {
+    Value *p = x->rows[r], *q = y->rows[r];
+    rows.push_back(p && q ? rewriter.create1(OpKind::Add, {p, q}, {}, op)
+                   : p    ? p
+                   : q    ? q
+                          : zero);
+  }
+  AttrList attrs;
+  attrs.set("axis", x->axis);
+  if (nonzero == 1 && index) {
+    attrs.set("size", Shape{Dim::known(int64_t(n))});
+    return replaceWith(op,
+                       rewriter.create1(OpKind::ScatterAdd, {rows[last], index},
+                                        std::move(attrs), op));
+  }
+  return replaceWith(
+      op, rewriter.create1(OpKind::Stack, rows, std::move(attrs), op));
 }
 
 /// sub(a, 0) = a and sub(0, a) = neg(a) for a structural zero. For float

@@ -15,7 +15,8 @@ that holds the hand-written reference):
    harness into one program (--threads=N: the C++ compiled and everything
    linked with -fopenmp; --baseline-cpp=GRADC: the LLVM column is instead
    the C++ backend of another gradc binary, say an older build, so that
-   two C++ backends are timed in one process);
+   two C++ backends are timed in one process, and --baseline-include=DIR
+   compiles that code with another checkout's runtime headers);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -348,8 +349,11 @@ def build(name, args, work, spec=None):
         times["baseline --emit=cpp"], _ = run(
             [args.baseline_cpp, grad, "--emit=cpp",
              "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp")] + vg)
-        run(cxx + blas_cpp + ["-c", o(name + "_llvm.cpp"),
-                              "-o", o(name + "_llvm.o")])
+        # The baseline's runtime headers, when given, come first.
+        base_inc = (["-I", args.baseline_include]
+                    if args.baseline_include else [])
+        run(cxx[:1] + base_inc + cxx[1:] + blas_cpp +
+            ["-c", o(name + "_llvm.cpp"), "-o", o(name + "_llvm.o")])
         run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
              "-o", o(name + "_llvm.h")] + vg)
     else:
@@ -504,6 +508,10 @@ def main():
     p.add_argument("--baseline-cpp", default="", metavar="GRADC",
                    help="the LLVM column becomes the C++ backend of this "
                         "gradc binary (compare two C++ backends in one run)")
+    p.add_argument("--baseline-include", default="", metavar="DIR",
+                   help="with --baseline-cpp: compile the baseline's code "
+                        "with the runtime headers in DIR (a checkout's "
+                        "runtime/include: compare two runtimes)")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")

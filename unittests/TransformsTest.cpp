@@ -109,13 +109,13 @@ struct Fixture {
 
 TEST(PassRegistry, KnowsEveryPassByName) {
   for (const char *name : {"differentiate", "inline", "simplify", "fold", "cse",
-                           "dce", "canonicalize"}) {
+                           "dce", "canonicalize", "tape-residuals"}) {
     const PassInfo *pass = lookupPass(name);
     ASSERT_NE(pass, nullptr) << name;
     EXPECT_EQ(llvm::StringRef(pass->name), name);
   }
   EXPECT_EQ(lookupPass("simplfy"), nullptr);
-  EXPECT_EQ(getDefaultPipeline(), "canonicalize");
+  EXPECT_EQ(getDefaultPipeline(), "canonicalize,tape-residuals");
   // The default pipeline is itself a valid pass list.
   Fixture t;
   EXPECT_TRUE(t.run(getDefaultPipeline()));
@@ -132,7 +132,8 @@ TEST(PassRegistry, UnknownPassIsAnErrorAndNothingRuns) {
   ASSERT_EQ(t.collector.messages.size(), 1u);
   EXPECT_EQ(t.collector.messages[0],
             "unknown pass 'simplfy'; known passes: differentiate, inline, "
-            "simplify, fold, cse, dce, canonicalize, split, value-and-grad");
+            "simplify, fold, cse, dce, canonicalize, tape-residuals, split, "
+            "value-and-grad");
   // dce came first in the list but did not run.
   EXPECT_EQ(t.fn->getOps().size(), 1u);
 }

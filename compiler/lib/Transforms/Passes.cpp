@@ -38,6 +38,10 @@ const PassInfo passes[] = {
     {"dce", "remove unused ops and rule instances", runDCE},
     {"canonicalize", "simplify, fold, cse and dce until nothing changes",
      runCanonicalize},
+    {"tape-residuals",
+     "loop tapes keep the values a loop's VJP reads instead of recomputing "
+     "them",
+     runTapeResiduals},
     {"split", "add NAME_fwd and NAME_bwd, the split form of each gradient",
      runSplitGrad},
     {"value-and-grad",
@@ -63,7 +67,9 @@ const PassInfo *gradc::lookupPass(llvm::StringRef name) {
   return nullptr;
 }
 
-llvm::StringRef gradc::getDefaultPipeline() { return "canonicalize"; }
+llvm::StringRef gradc::getDefaultPipeline() {
+  return "canonicalize,tape-residuals";
+}
 
 bool gradc::runPasses(ir::Module &module, llvm::StringRef pipeline,
                       DiagnosticEngine &diags, bool verifyEach) {

@@ -45,7 +45,7 @@ bool runPasses(ir::Module &module, llvm::StringRef pipeline,
                DiagnosticEngine &diags, bool verifyEach);
 
 /// What `gradc` runs after differentiation unless -O0 or --passes= is
-/// given: "canonicalize".
+/// given: "canonicalize,tape-residuals".
 llvm::StringRef getDefaultPipeline();
 
 //===----------------------------------------------------------------------===//
@@ -77,6 +77,12 @@ llvm::StringRef getDefaultPipeline();
 ///  5. Remove the replaced ops and repeat until nothing changes.
 /// Leaves other ops that became unused for `dce`.
 bool runSimplify(ir::Module &module, DiagnosticEngine &diags);
+
+/// `tape-residuals`: the forward loop of a differentiated loop also stacks
+/// the values that the loop body's VJP reads (its residuals), and the
+/// reverse loop reads them instead of running the body's forward again
+/// (TapeResiduals.cpp, docs/Passes.md). Canonicalizes after a change.
+bool runTapeResiduals(ir::Module &module, DiagnosticEngine &diags);
 
 /// `fold`: constant folding with the reference interpreter. In each
 /// function:

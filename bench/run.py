@@ -331,7 +331,7 @@ def build(name, args, work, spec=None):
         cxx.append("-fopenmp")
     times = {}
     o = lambda f: os.path.join(work, f)
-    vg = ["--value-and-grad"]
+    vg = ["--value-and-grad"] + args.gradc_flags.split()
     # BLAS as gradc_add_module uses it where OpenBLAS is found.
     blas_cpp = [] if args.no_blas else ["-DGRADC_USE_BLAS"]
     blas_llvm = [] if args.no_blas else ["--blas"]
@@ -347,7 +347,8 @@ def build(name, args, work, spec=None):
     if args.baseline_cpp:
         times["baseline --emit=cpp"], _ = run(
             [args.baseline_cpp, grad, "--emit=cpp",
-             "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp")] + vg)
+             "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp"),
+             "--value-and-grad"] + args.baseline_flags.split())
         run(cxx + blas_cpp + ["-c", o(name + "_llvm.cpp"),
                               "-o", o(name + "_llvm.o")])
         run([gradc, grad, "--emit=header", "--module-name=%s_llvm" % name,
@@ -504,6 +505,13 @@ def main():
     p.add_argument("--baseline-cpp", default="", metavar="GRADC",
                    help="the LLVM column becomes the C++ backend of this "
                         "gradc binary (compare two C++ backends in one run)")
+    p.add_argument("--gradc-flags", default="", metavar="FLAGS",
+                   help="extra gradc options for both backends' code, e.g. "
+                   "--gradc-flags=--accumulate=f32 (docs/CLI.md)")
+    p.add_argument("--baseline-flags", default="", metavar="FLAGS",
+                   help="gradc options of --baseline-cpp's code (default: "
+                   "none), e.g. --baseline-cpp=build/.../gradc with "
+                   "--gradc-flags=--accumulate=f32 compares the two orders")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")
@@ -535,6 +543,11 @@ def main():
            else "", args.stat, rounds,
            "on (g++ -march=native, gradc --fp-contract=fast)"
            if args.contract == "fast" else "off (-ffp-contract=off)"))
+    if args.gradc_flags or args.baseline_flags:
+        print("gradc flags: %s%s" % (
+            args.gradc_flags or "(none)",
+            "; baseline's: " + (args.baseline_flags or "(none)")
+            if args.baseline_cpp else ""))
     for name in args.kernels.split(","):
         spec = KERNELS[name]
         sizes = spec["quick"] if args.quick else spec["sizes"]

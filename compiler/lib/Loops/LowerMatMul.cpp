@@ -41,7 +41,8 @@ bool loops::lowerMatMul(Lowering &l, const ir::Op &op) {
   Nest nest = l.openNest(l.top(), batch);
   auto s = std::make_unique<Stmt>(Stmt::Kind::KernelCall);
   s->kernel = Kernel::MatMul;
-  s->accType = Lowering::computeType(a->getType().dtype);
+  s->accType =
+      Lowering::sumType(a->getType().dtype, Lowering::accumulatesInF32(op));
   s->outputs = {z};
   s->inputs = {l.bufferOf(a), l.bufferOf(b)};
   Shape mn = {m, n}, mk = {m, k}, kn = {k, n};

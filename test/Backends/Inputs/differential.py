@@ -161,9 +161,10 @@ def listed_calls(paths):
 # Running and comparing
 # ---------------------------------------------------------------------------
 
-def start_backend(gradc, path, backend, calls):
-    """Starts one process for all calls (the backends run concurrently)."""
-    cmd = [gradc, "run", path, "--backend=" + backend]
+def start_backend(gradc, path, backend, calls, flags=()):
+    """Starts one process for all calls (the backends run concurrently);
+    `flags` are more gradc options (--accumulate=f32)."""
+    cmd = [gradc, "run", path, "--backend=" + backend] + list(flags)
     for call in calls:
         cmd += ["--call", call]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE,
@@ -261,7 +262,7 @@ def head(text, lines=12):
 
 
 def check_file(gradc, path, backends, exact, extra_calls, random_count,
-               rng):
+               rng, flags=()):
     sigs = signatures(gradc, path)
     listed = listed_calls([path] + [f for f in extra_calls
                                     if os.path.exists(f)])
@@ -272,7 +273,8 @@ def check_file(gradc, path, backends, exact, extra_calls, random_count,
         raise Mismatch("no calls for %s" % path)
 
     results = {}
-    processes = {b: start_backend(gradc, path, b, calls) for b in backends}
+    processes = {b: start_backend(gradc, path, b, calls, flags)
+                 for b in backends}
     for backend in backends:
         rc, blocks, err = finish_backend(processes[backend], backend, calls)
         failed = [not b for b in blocks]
@@ -326,6 +328,9 @@ def main():
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--backends", default="interp,llvm,cpp")
     ap.add_argument("--exact", default="llvm")
+    ap.add_argument("--gradc-flags", default="",
+                    help="more options of every gradc run "
+                    "(--gradc-flags=--accumulate=f32)")
     args = ap.parse_args()
     backends = args.backends.split(",")
     exact = args.exact.split(",")
@@ -337,7 +342,8 @@ def main():
                                    for p in args.calls_for]
         try:
             compared = check_file(args.gradc, path, backends, exact,
-                                           extra, args.random, rng)
+                                  extra, args.random, rng,
+                                  args.gradc_flags.split())
         except Mismatch as e:
             print("MISMATCH in %s: %s" % (os.path.basename(path), e))
             return 1

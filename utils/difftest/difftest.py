@@ -6,7 +6,8 @@ differential tester").
               [--calls C] [--special-rate R] [--jobs J]
               [--backends interp,llvm,cpp,loops,loops-opt,llvm-loops]
               [--exact llvm,loops,loops-opt,llvm-loops]
-              [--gradc-flags FLAGS] [--no-torch] [--exclude F,...]
+              [--sizes N,...] [--gradc-flags FLAGS] [--no-torch]
+              [--exclude F,...]
               [--include F,...] [--only I,...] [--start I] [--out DIR]
               [--max-failures M] [--minimize] [--progress N]
               [--print-programs]
@@ -40,6 +41,7 @@ program I alone; `--minimize` also writes the shortest failing prefix of
 the program. Exits 1 if any disagreement was found.
 """
 import argparse
+import glob
 import concurrent.futures
 import copy
 import json
@@ -329,7 +331,8 @@ class Runner:
         p = g.program(i)
         rng = random.Random("calls:%d:%d" % (self.args.seed, i))
         calls = gen.make_calls(p, rng, self.args.calls,
-                               self.args.special_rate)
+                               self.args.special_rate,
+                               [int(n) for n in self.args.sizes.split(",")])
         return p, calls
 
     def run_backends(self, path, calls):
@@ -374,6 +377,8 @@ class Runner:
             results = self.run_backends(path, [c for _, c in calls])
         finally:
             os.unlink(path)
+            for rsp in glob.glob(path + ".*.rsp"):  # differential.py's
+                os.unlink(rsp)
         failures = []
         whole = [b for b, (blocks, err) in results.items()
                  if blocks is None or (calls and not any(blocks))]
@@ -587,6 +592,10 @@ def main():
     ap.add_argument("--backends",
                     default="interp,llvm,cpp,loops,loops-opt,llvm-loops")
     ap.add_argument("--exact", default="llvm,loops,loops-opt,llvm-loops")
+    ap.add_argument("--sizes", default="1,2,3,4", metavar="N,...",
+                    help="what each size name of a call is drawn from "
+                    "(besides 0); e.g. 1,5,17,37 runs whole chunks of the "
+                    "summation lanes")
     ap.add_argument("--gradc-flags", default="", metavar="FLAGS",
                     help="more options of every gradc run, e.g. "
                     "--gradc-flags=--accumulate=f32")

@@ -20,7 +20,9 @@
 //    i32), and round once at the end: a float sum that runs along the
 //    input's last axis adds into reductionLanes lanes by that axis's
 //    index and combines them pairwise (LaneSum); any other sum, and
-//    matmul's, adds in increasing flat index.
+//    matmul's, adds in increasing flat index. An op with accumulate =
+//    "f32" (f32 data only) adds in f32 instead, in reductionLanesF32
+//    lanes (the second order of docs/IR.md).
 //  - Every size name is bound from the arguments' shapes; attributes that
 //    hold size names (reshape, broadcast_to, one_hot, split) resolve
 //    through those bindings.

@@ -7,8 +7,9 @@
 //
 //   z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j]
 //
-// accumulated in increasing p, in f64 for floats and wrapping i32 for
-// i32 (docs/Loops.md). A printer calls its runtime's kernel (or BLAS).
+// accumulated in increasing p, in f64 for floats (f32 with accumulate =
+// "f32") and wrapping i32 for i32 (docs/Loops.md). A printer calls its
+// runtime's kernel (or BLAS).
 //
 //===----------------------------------------------------------------------===//
 

@@ -28,6 +28,10 @@
 // walked once in row-major order (lowerColumns): the same terms in the
 // same order per result, with the contiguous axis innermost.
 //
+// With accumulate = "f32" (docs/IR.md, the second order) every float
+// accumulator above is f32 and the lanes are reductionLanesF32 f32 ones;
+// mean and logsumexp continue from the f32 sum in f64.
+//
 // An empty reduced axis runs no iteration, so the result is the
 // accumulator's identity; an empty kept axis runs nothing at all.
 //

@@ -13,6 +13,9 @@
 //                                          sum's loop, then divided)
 //   log_softmax_k = f64(x_k) - f64(m) - log(s)    (log s once per lane)
 //
+// With accumulate = "f32", s is an f32 sum (16 f32 lanes along the last
+// axis) and the formulas continue from f64(s).
+//
 // softmax_cross_entropy(logits [..., C], labels [...]) per row r:
 //   check 0 <= labels[r] < C (else the run-time error of the interpreter)
 //   lse = isfinite(m) ? f64(m) + log(s) : f64(m);

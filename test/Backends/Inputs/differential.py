@@ -165,8 +165,17 @@ def start_backend(gradc, path, backend, calls, flags=()):
     """Starts one process for all calls (the backends run concurrently);
     `flags` are more gradc options (--accumulate=f32)."""
     cmd = [gradc, "run", path, "--backend=" + backend] + list(flags)
-    for call in calls:
-        cmd += ["--call", call]
+    if sum(len(c) for c in calls) > 100000:
+        # Too long for one command line (difftest.py --sizes with large
+        # sizes): a response file, which LLVM's option parser expands.
+        rsp = path + "." + backend + ".rsp"
+        with open(rsp, "w") as f:
+            for call in calls:
+                f.write('--call "%s"\n' % call)
+        cmd.append("@" + rsp)
+    else:
+        for call in calls:
+            cmd += ["--call", call]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 

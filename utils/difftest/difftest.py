@@ -41,7 +41,6 @@ program I alone; `--minimize` also writes the shortest failing prefix of
 the program. Exits 1 if any disagreement was found.
 """
 import argparse
-import glob
 import concurrent.futures
 import copy
 import json
@@ -377,8 +376,6 @@ class Runner:
             results = self.run_backends(path, [c for _, c in calls])
         finally:
             os.unlink(path)
-            for rsp in glob.glob(path + ".*.rsp"):  # differential.py's
-                os.unlink(rsp)
         failures = []
         whole = [b for b, (blocks, err) in results.items()
                  if blocks is None or (calls and not any(blocks))]

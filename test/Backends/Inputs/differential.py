@@ -51,6 +51,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 
 TOLERANCE = {"f32": (1e-5, 1e-6), "f64": (1e-10, 1e-12), "i32": (0, 0),
              "bool": (0, 0)}
@@ -165,25 +166,31 @@ def start_backend(gradc, path, backend, calls, flags=()):
     """Starts one process for all calls (the backends run concurrently);
     `flags` are more gradc options (--accumulate=f32)."""
     cmd = [gradc, "run", path, "--backend=" + backend] + list(flags)
+    rsp = None
     if sum(len(c) for c in calls) > 100000:
         # Too long for one command line (difftest.py --sizes with large
-        # sizes): a response file, which LLVM's option parser expands.
-        rsp = path + "." + backend + ".rsp"
-        with open(rsp, "w") as f:
+        # sizes): a response file, which LLVM's option parser expands;
+        # finish_backend removes it.
+        fd, rsp = tempfile.mkstemp(suffix=".rsp", prefix="differential-")
+        with os.fdopen(fd, "w") as f:
             for call in calls:
                 f.write('--call "%s"\n' % call)
         cmd.append("@" + rsp)
     else:
         for call in calls:
             cmd += ["--call", call]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.rsp = rsp
+    return process
 
 
 def finish_backend(process, backend, calls):
     """Returns (exit status, blocks, stderr) where blocks[i] lists the
     result lines of call i (empty: it failed)."""
     out, err = process.communicate()
+    if getattr(process, "rsp", None):
+        os.unlink(process.rsp)
     rc = process.returncode
     lines = out.splitlines()
     if len(calls) == 1:

@@ -40,7 +40,8 @@ constexpr int64_t maxInterpreterElements = int64_t(1) << 26;
 /// implementation follows: the term at index k of that axis adds into
 /// lane k % reductionLanes (in f64, in increasing flat index), and the
 /// lanes combine pairwise, ((0+1)+(2+3))+((4+5)+(6+7)), before the one
-/// rounding. lib/Loops lowers every such sum to exactly this.
+/// rounding. lib/Loops lowers every such sum to exactly this. (An op with
+/// accumulate = "f32" has reductionLanesF32 f32 lanes instead.)
 constexpr int64_t reductionLanes = 8;
 
 /// The lanes of an f32 sum in the second order, `accumulate = "f32"`

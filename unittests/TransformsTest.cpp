@@ -132,7 +132,8 @@ TEST(PassRegistry, UnknownPassIsAnErrorAndNothingRuns) {
   ASSERT_EQ(t.collector.messages.size(), 1u);
   EXPECT_EQ(t.collector.messages[0],
             "unknown pass 'simplfy'; known passes: differentiate, inline, "
-            "simplify, fold, cse, dce, canonicalize, split, value-and-grad");
+            "simplify, fold, cse, dce, canonicalize, split, value-and-grad, "
+            "accumulate-f32");
   // dce came first in the list but did not run.
   EXPECT_EQ(t.fn->getOps().size(), 1u);
 }

@@ -109,6 +109,32 @@ bool lowerColumns(Lowering &l, const ir::Op &op,
   return true;
 }
 
+/// The sum of ones over `outer` reduced axes and the last axis of `in`
+/// in the 16 f32 lanes of accumulate = "f32", without a loop over them:
+/// lane l receives c_l = |outer| * (n / 16 + (l < n % 16)) ones, and a
+/// sequential f32 sum of c ones is min(c, 2^24) (2^24 + 1 rounds back to
+/// 2^24), so `lanes[l] = f32(min(f64(c_l), 2^24))` holds what the loop
+/// would, and the lanes combine as ever. The gradient of a `mean` of
+/// unknown size sums such ones for its count (K5).
+ExprPtr onesInF32Lanes(Lowering &l, Block &body, const Shape &in,
+                       const Shape &outer) {
+  const int64_t w = ir::reductionLanesF32;
+  Buffer *lanes =
+      l.fn.addBuffer(Buffer::Kind::Stack, DType::F32, {Dim::known(w)}, "lanes");
+  auto [lane, k] = l.openLoop(body, index(w));
+  const Dim &n = in.back();
+  ExprPtr mine = prim(PrimOp::Add, prim(PrimOp::Div, extentOf(n), index(w)),
+                      select(prim(PrimOp::Lt, k->clone(),
+                                  prim(PrimOp::Rem, extentOf(n), index(w))),
+                             index(1), index(0)));
+  ExprPtr count =
+      prim(PrimOp::Mul, extentOf(llvm::ArrayRef<Dim>(outer)), std::move(mine));
+  l.store(*lane, lanes, k->clone(),
+          prim(PrimOp::Min, cast(ScalarType::F64, std::move(count)),
+               constant(ScalarType::F64, double(int64_t(1) << 24))));
+  return Lowering::combineLanes(lanes);
+}
+
 } // namespace
 
 bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
@@ -222,11 +248,12 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
         count = d.isKnown() && count >= 0 ? count * d.getSize() : -1;
       exactOnes = count >= 0 && count <= (int64_t(1) << 24);
     }
-    if (!isInt && splat && (*splat == 0 || (*splat == 1 && exactOnes))) {
+    if (!isInt && splat && (*splat == 0 || *splat == 1)) {
       ExprPtr v = *splat == 0 ? constant(accType, 0)
-                              : cast(accType, extentOf(reducedShape));
+                  : exactOnes ? cast(accType, extentOf(reducedShape))
+                              : onesInF32Lanes(l, body, in, outerReduced);
       if (kind == OpKind::Mean)
-        v = prim(PrimOp::Div, std::move(v),
+        v = prim(PrimOp::Div, cast(ScalarType::F64, std::move(v)),
                  cast(ScalarType::F64, extentOf(reducedShape)));
       l.store(body, out, std::move(outIndex), std::move(v));
       return true;

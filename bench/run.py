@@ -332,7 +332,7 @@ def build(name, args, work, spec=None):
         cxx.append("-fopenmp")
     times = {}
     o = lambda f: os.path.join(work, f)
-    vg = ["--value-and-grad"]
+    vg = ["--value-and-grad"] + args.gradc_flags.split()
     # BLAS as gradc_add_module uses it where OpenBLAS is found.
     blas_cpp = [] if args.no_blas else ["-DGRADC_USE_BLAS"]
     blas_llvm = [] if args.no_blas else ["--blas"]
@@ -348,7 +348,8 @@ def build(name, args, work, spec=None):
     if args.baseline_cpp:
         times["baseline --emit=cpp"], _ = run(
             [args.baseline_cpp, grad, "--emit=cpp",
-             "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp")] + vg)
+             "--module-name=%s_llvm" % name, "-o", o(name + "_llvm.cpp"),
+             "--value-and-grad"] + args.baseline_flags.split())
         # The baseline's runtime headers, when given, come first.
         base_inc = (["-I", args.baseline_include]
                     if args.baseline_include else [])
@@ -512,6 +513,13 @@ def main():
                    help="with --baseline-cpp: compile the baseline's code "
                         "with the runtime headers in DIR (a checkout's "
                         "runtime/include: compare two runtimes)")
+    p.add_argument("--gradc-flags", default="", metavar="FLAGS",
+                   help="extra gradc options for both backends' code, e.g. "
+                   "--gradc-flags=--accumulate=f32 (docs/CLI.md)")
+    p.add_argument("--baseline-flags", default="", metavar="FLAGS",
+                   help="gradc options of --baseline-cpp's code (default: "
+                   "none), e.g. --baseline-cpp=build/.../gradc with "
+                   "--gradc-flags=--accumulate=f32 compares the two orders")
     p.add_argument("--no-blas", action="store_true",
                    help="gradc's code without BLAS (the hand-written "
                    "references always use it)")
@@ -543,6 +551,11 @@ def main():
            else "", args.stat, rounds,
            "on (g++ -march=native, gradc --fp-contract=fast)"
            if args.contract == "fast" else "off (-ffp-contract=off)"))
+    if args.gradc_flags or args.baseline_flags:
+        print("gradc flags: %s%s" % (
+            args.gradc_flags or "(none)",
+            "; baseline's: " + (args.baseline_flags or "(none)")
+            if args.baseline_cpp else ""))
     for name in args.kernels.split(","):
         spec = KERNELS[name]
         sizes = spec["quick"] if args.quick else spec["sizes"]

@@ -6,7 +6,8 @@ differential tester").
               [--calls C] [--special-rate R] [--jobs J]
               [--backends interp,llvm,cpp,loops,loops-opt,llvm-loops]
               [--exact llvm,loops,loops-opt,llvm-loops]
-              [--no-torch] [--exclude F,...]
+              [--sizes N,...] [--gradc-flags FLAGS] [--no-torch]
+              [--exclude F,...]
               [--include F,...] [--only I,...] [--start I] [--out DIR]
               [--max-failures M] [--minimize] [--progress N]
               [--print-programs]
@@ -29,6 +30,9 @@ backend evaluates all calls of a module in one `gradc run` process
   - every result, forward and gradient, must agree with PyTorch float64
     autograd on the same program (utils/difftest/oracle.py), within
     TORCH_TOLERANCE.
+
+`--gradc-flags=--accumulate=f32` runs every backend in the second
+summation order (docs/IR.md): they must still agree digit for digit.
 
 Each disagreement prints the program, the call, each backend's value and
 torch's, and writes a reproducer DIR/difftest-S-I.grad (the program with
@@ -326,13 +330,15 @@ class Runner:
         p = g.program(i)
         rng = random.Random("calls:%d:%d" % (self.args.seed, i))
         calls = gen.make_calls(p, rng, self.args.calls,
-                               self.args.special_rate)
+                               self.args.special_rate,
+                               [int(n) for n in self.args.sizes.split(",")])
         return p, calls
 
     def run_backends(self, path, calls):
         texts = [c.text() for c in calls]
+        flags = self.args.gradc_flags.split()
         procs = {b: differential.start_backend(self.args.gradc, path, b,
-                                               texts)
+                                               texts, flags)
                  for b in self.backends}
         results = {}
         for b in self.backends:
@@ -583,6 +589,13 @@ def main():
     ap.add_argument("--backends",
                     default="interp,llvm,cpp,loops,loops-opt,llvm-loops")
     ap.add_argument("--exact", default="llvm,loops,loops-opt,llvm-loops")
+    ap.add_argument("--sizes", default="1,2,3,4", metavar="N,...",
+                    help="what each size name of a call is drawn from "
+                    "(besides 0); e.g. 1,5,17,37 runs whole chunks of the "
+                    "summation lanes")
+    ap.add_argument("--gradc-flags", default="", metavar="FLAGS",
+                    help="more options of every gradc run, e.g. "
+                    "--gradc-flags=--accumulate=f32")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--exclude", default="")
     ap.add_argument("--include", default="")

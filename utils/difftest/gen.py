@@ -1115,7 +1115,7 @@ def emptyable(types, name):
     return True
 
 
-def make_calls(prog, rng, count, special_rate):
+def make_calls(prog, rng, count, special_rate, size_choices=(1, 2, 3, 4)):
     f = prog.main
     names = sorted({d for p in f.params for d in p.shape
                     if isinstance(d, str)})
@@ -1130,7 +1130,7 @@ def make_calls(prog, rng, count, special_rate):
                     n not in label_bounds(prog)):
                 sizes[n] = 0
             else:
-                sizes[n] = rng.choice([1, 2, 3, 4])
+                sizes[n] = rng.choice(list(size_choices))
         special = rng.random() < special_rate
         # Half the calls use every digit of the type (an f64 needs 17, an
         # f32 9), so that rounding differences show; half use 4 digits.

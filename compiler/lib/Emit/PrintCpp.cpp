@@ -219,6 +219,8 @@ private:
   /// The first copy declares laneFlagsName (a lane loop calls a small
   /// function): its parallel loops reduce both flags.
   bool laneFlags = false;
+  /// The length of laneFlagsName: the widest lane loop's lanes.
+  int64_t laneFlagCount = ir::reductionLanes;
   unsigned indent = 2;
   std::string lastComment;
   /// Matmul operands that a loop nest only transposes: the buffer, what it
@@ -921,8 +923,9 @@ void FunctionPrinter::forLoop(const Stmt &s) {
 void FunctionPrinter::parallelHead(const Stmt &s) {
   std::string head = "GRADC_PARALLEL_FOR(gradc::numThreads() > 1";
   if (smallTrig && loops::callsSmallArgumentVersion(s))
-    head = (laneFlags ? "GRADC_PARALLEL_FOR_FLAGS(" + rangeFlagName + ", " +
-                            laneFlagsName + ", "
+    head = (laneFlags ? (laneFlagCount == 16 ? "GRADC_PARALLEL_FOR_FLAGS16("
+                                             : "GRADC_PARALLEL_FOR_FLAGS(") +
+                            rangeFlagName + ", " + laneFlagsName + ", "
                       : "GRADC_PARALLEL_FOR_FLAG(" + rangeFlagName + ", ") +
            "gradc::numThreads() > 1";
   if (s.work->kind == Expr::Kind::Const) {
@@ -1029,7 +1032,10 @@ void FunctionPrinter::kernelCall(const Stmt &s) {
       return pointerOf(from) + ", gradc::Transposed";
     return at(b, *s.operands[i + 1]) + ", gradc::NoTranspose";
   };
-  line("gradc::matmul(" + operand(0) + ", " + operand(1) + ", " +
+  // An f32 accumulator: the second order (accumulate = "f32").
+  std::string kernel =
+      s.accType == ScalarType::F32 ? "gradc::matmulF32(" : "gradc::matmul(";
+  line(kernel + operand(0) + ", " + operand(1) + ", " +
        at(s.outputs[0], *s.operands[0]) + ", " + flat(*s.operands[3]) + ", " +
        flat(*s.operands[5]) + ", " + flat(*s.operands[4]) + ");");
 }
@@ -1194,13 +1200,18 @@ void FunctionPrinter::stmt(const Stmt &s) {
 /// before it reads it).
 void FunctionPrinter::rangeVersion() {
   line("int32_t " + rangeFlagName + " = 0;");
+  // One flag per lane of the widest such lane loop (16 f32 lanes with
+  // accumulate = "f32", else 8).
   walk(fn.body, [&](const Stmt &s) {
-    laneFlags |= loops::isLaneLoop(s) && loops::callsSmallArgumentVersion(s);
+    if (!loops::isLaneLoop(s) || !loops::callsSmallArgumentVersion(s))
+      return;
+    laneFlags = true;
+    laneFlagCount = std::max(laneFlagCount, int64_t(s.extent->value));
   });
+  int64_t lanes = laneFlagCount;
   std::string lane = depthNames[0];
   if (laneFlags)
-    line("int32_t " + laneFlagsName + "[" + std::to_string(ir::reductionLanes) +
-         "] = {};");
+    line("int32_t " + laneFlagsName + "[" + std::to_string(lanes) + "] = {};");
   line("{");
   indent += 2;
   smallTrig = true;
@@ -1208,7 +1219,7 @@ void FunctionPrinter::rangeVersion() {
   smallTrig = false;
   if (laneFlags) {
     line("for (int64_t " + lane + " = 0; " + lane + " < " +
-         std::to_string(ir::reductionLanes) + "; ++" + lane + ")");
+         std::to_string(lanes) + "; ++" + lane + ")");
     line("  " + rangeFlagName + " |= " + laneFlagsName + "[" + lane + "];");
   }
   line("if (!" + rangeFlagName + ")");

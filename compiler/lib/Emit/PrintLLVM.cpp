@@ -348,7 +348,8 @@ void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch, int64_t lanes) {
   // All the lanes in one vector (two or more registers where they are
   // wider than the target's), so that the loop runs once and is gone; a
   // narrower width leaves a loop of a few iterations inside every step.
-  // (isLaneLoop: ir::reductionLanes, a power of two.)
+  // (isLaneLoop: ir::reductionLanes f64 or ir::reductionLanesF32 f32
+  // lanes, a power of two: 16 floats are one <16 x float>.)
   ops.push_back(hint("llvm.loop.vectorize.width", b.getInt32(lanes)));
   llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
   self->replaceOperandWith(0, self);

@@ -20,7 +20,9 @@
 //    i32), and round once at the end: a float sum that runs along the
 //    input's last axis adds into reductionLanes lanes by that axis's
 //    index and combines them pairwise (LaneSum); any other sum, and
-//    matmul's, adds in increasing flat index.
+//    matmul's, adds in increasing flat index. An op with accumulate =
+//    "f32" (f32 data only) adds in f32 instead, in reductionLanesF32
+//    lanes (the second order of docs/IR.md).
 //  - Every size name is bound from the arguments' shapes; attributes that
 //    hold size names (reshape, broadcast_to, one_hot, split) resolve
 //    through those bindings.
@@ -81,11 +83,34 @@ double maxValue(double a, double b) {
 /// of the axis adds into lane k % reductionLanes; total() combines the
 /// lanes pairwise. The loop IR's lowering (lib/Loops/LowerReduce.cpp)
 /// emits the same additions.
+/// With `inF32` (the op's `accumulate = "f32"`), the second order: term k
+/// adds in f32 into lane k % reductionLanesF32 (every term is an f32
+/// value, so the float add is exactly IEEE f32), combined pairwise in f32.
 struct LaneSum {
+  explicit LaneSum(bool inF32 = false) : inF32(inF32) {}
+  bool inF32;
   double lanes[reductionLanes] = {};
-  void add(int64_t k, double v) { lanes[k % reductionLanes] += v; }
-  double total() const { return combineLanes(lanes); }
+  float lanesF32[reductionLanesF32] = {};
+  void add(int64_t k, double v) {
+    if (inF32)
+      lanesF32[k % reductionLanesF32] += float(v);
+    else
+      lanes[k % reductionLanes] += v;
+  }
+  double total() const {
+    return inF32 ? double(combinePairwise(lanesF32, reductionLanesF32))
+                 : combineLanes(lanes);
+  }
 };
+
+/// Whether `op` sums its f32 data in f32 (the accumulate-f32 pass; the
+/// verifier allows it on f32 data only).
+bool accumulatesInF32(const Op &op) { return op.getAttrs().has("accumulate"); }
+
+/// acc + v, in f32 when `inF32` (v an f32 value), else in f64.
+double addTerm(bool inF32, double acc, double v) {
+  return inF32 ? double(float(acc) + float(v)) : acc + v;
+}
 
 //===----------------------------------------------------------------------===//
 // Shapes and index loops
@@ -724,7 +749,8 @@ private:
     std::vector<double> acc(n, 0.0);
     std::vector<uint64_t> intAcc(n, 0);
     bool lanes = !isInt && rank > 0 && reduced[rank - 1];
-    std::vector<LaneSum> laneAcc(lanes ? n : 0);
+    bool inF32 = accumulatesInF32(c.op);
+    std::vector<LaneSum> laneAcc(lanes ? n : 0, LaneSum(inF32));
     int64_t last = rank > 0 ? x.shape[rank - 1] : 1;
     // The identity of max, which is also what reducing nothing gives.
     double lowest =
@@ -742,7 +768,7 @@ private:
         else if (lanes)
           laneAcc[at[0]].add(i % last, x.data[i]);
         else
-          acc[at[0]] += x.data[i];
+          acc[at[0]] = addTerm(inF32, acc[at[0]], x.data[i]);
       });
     }
     if (kind == OpKind::LogSumExp) {
@@ -754,7 +780,7 @@ private:
         if (lanes)
           laneAcc[at[0]].add(i % last, e);
         else
-          acc[at[0]] += e;
+          acc[at[0]] = addTerm(inF32, acc[at[0]], e);
       });
     }
     if (lanes)
@@ -827,6 +853,7 @@ private:
     int64_t outer = product(llvm::ArrayRef(x.shape).take_front(axis));
     int64_t inner = product(llvm::ArrayRef(x.shape).drop_front(axis + 1));
     bool isLog = c.op.getKind() == OpKind::LogSoftmax;
+    bool inF32 = accumulatesInF32(c.op);
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
         int64_t base = o * n * inner + i;
@@ -835,13 +862,14 @@ private:
           m = maxValue(m, x.data[base + k * inner]);
         double s = 0;
         if (axis == rank - 1) {
-          LaneSum lanes;
+          LaneSum lanes(inF32);
           for (int64_t k = 0; k < n; ++k)
             lanes.add(k, expShifted(x.dtype, x.data[base + k], m));
           s = lanes.total();
         } else {
           for (int64_t k = 0; k < n; ++k)
-            s += expShifted(x.dtype, x.data[base + k * inner], m);
+            s = addTerm(inF32, s,
+                        expShifted(x.dtype, x.data[base + k * inner], m));
         }
         for (int64_t k = 0; k < n; ++k) {
           double xk = x.data[base + k * inner];
@@ -887,6 +915,7 @@ private:
     if (!make(c, resultDType(c), shape, z))
       return false;
     bool isInt = a.dtype == DType::I32;
+    bool inF32 = accumulatesInF32(c.op);
     int64_t aMatrix = m * k, bMatrix = k * n, zMatrix = m * n;
     // Batch offsets count whole matrices.
     std::vector<IntShape> strides = {broadcastStrides(aBatch, batch),
@@ -902,6 +931,8 @@ private:
           for (int64_t p = 0; p < k; ++p) {
             if (isInt)
               intSum += asU64(pa[i * k + p]) * asU64(pb[p * n + j]);
+            else if (inF32) // the f32 product (exact in f64, rounded)
+              sum = addTerm(true, sum, float(pa[i * k + p] * pb[p * n + j]));
             else
               sum += pa[i * k + p] * pb[p * n + j];
           }
@@ -1657,7 +1688,7 @@ private:
       double m = -INFINITY;
       for (int64_t k = 0; k < classes; ++k)
         m = maxValue(m, row[k]);
-      LaneSum s;
+      LaneSum s(accumulatesInF32(c.op));
       for (int64_t k = 0; k < classes; ++k)
         s.add(k, expShifted(logits.dtype, row[k], m));
       double lse = std::isfinite(m) ? m + std::log(s.total()) : m;

@@ -245,6 +245,7 @@ private:
     verifyResults(op, desc);
     if (!verifyAttrKinds(op, desc) || !operandsOk)
       return;
+    verifyAccumulate(op, desc);
     switch (op.getKind()) {
     case OpKind::Constant:
       verifyConstant(op, desc);
@@ -329,6 +330,18 @@ private:
       }
     }
     return kindsOk;
+  }
+
+  /// `accumulate = "f32"` (the accumulate-f32 pass) only where the data
+  /// is f32: an f64 or i32 sum has one order.
+  void verifyAccumulate(const Op &op, const OpDesc &desc) {
+    const AttrValue *v = op.getAttrs().find("accumulate");
+    if (!v)
+      return;
+    const std::string &value = std::get<std::string>(*v);
+    if (value != "f32" || op.getNumOperands() == 0 ||
+        op.getOperand(0)->getType().dtype != DType::F32)
+      error(op.getLoc(), diag::err_verify_accumulate) << desc << value;
   }
 
   std::vector<TensorType> operandTypes(const Op &op) const {

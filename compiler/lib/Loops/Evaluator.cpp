@@ -274,6 +274,8 @@ bool Evaluator::runKernel(const Stmt &s) {
           return false;
         if (isInt)
           intSum += asU64(*x) * asU64(*y);
+        else if (s.accType == ScalarType::F32) // f32 product, f32 add
+          sum = double(float(sum) + float(*x * *y));
         else
           sum += *x * *y;
       }

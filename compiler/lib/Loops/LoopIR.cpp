@@ -259,7 +259,8 @@ const LoopFunction *LoopModule::lookup(llvm::StringRef name) const {
 
 bool loops::isLaneLoop(const Stmt &s) {
   if (s.kind != Stmt::Kind::For || s.parallel ||
-      !isIndexConst(*s.extent, ir::reductionLanes))
+      !(isIndexConst(*s.extent, ir::reductionLanes) ||
+        isIndexConst(*s.extent, ir::reductionLanesF32)))
     return false;
   bool lanes = false, loads = false;
   for (const StmtPtr &st : s.body) {
@@ -270,8 +271,12 @@ bool loops::isLaneLoop(const Stmt &s) {
     // vectorisation could reorder it (as isDotLoop).
     if (st->kind == Stmt::Kind::Accumulate && !usesVar(*st->index, s.var))
       return false;
+    // 16 lanes are the f32 ones of accumulate = "f32".
     lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
-             st->index->kind == Expr::Kind::LoopVar && st->index->var == s.var;
+             st->index->kind == Expr::Kind::LoopVar &&
+             st->index->var == s.var &&
+             (isIndexConst(*s.extent, ir::reductionLanes) ||
+              st->buffer->dtype == DType::F32);
     walkExprs(*st, [&](const Expr &e) { loads |= e.kind == Expr::Kind::Load; });
   }
   // A loop that only sets the lanes (to 0, to -inf) vectorises anyway.

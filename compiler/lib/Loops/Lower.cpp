@@ -186,11 +186,13 @@ std::pair<Block *, ExprPtr> Lowering::openLoop(Block &block, ExprPtr extent) {
   return {&block.back()->body, std::move(var)};
 }
 
-Buffer *Lowering::openLanes(Block &block) {
-  Buffer *lanes = fn.addBuffer(Buffer::Kind::Stack, DType::F64,
-                               {Dim::known(ir::reductionLanes)}, "lanes");
-  auto [body, l] = openLoop(block, index(ir::reductionLanes));
-  store(*body, lanes, l->clone(), constant(ScalarType::F64, 0));
+Buffer *Lowering::openLanes(Block &block, bool inF32) {
+  int64_t w = inF32 ? ir::reductionLanesF32 : ir::reductionLanes;
+  DType dtype = inF32 ? DType::F32 : DType::F64;
+  Buffer *lanes =
+      fn.addBuffer(Buffer::Kind::Stack, dtype, {Dim::known(w)}, "lanes");
+  auto [body, l] = openLoop(block, index(w));
+  store(*body, lanes, l->clone(), constant(fromDType(dtype), 0));
   return lanes;
 }
 
@@ -205,7 +207,7 @@ void Lowering::accumulateLanes(
     Block &block, Buffer *lanes, const Dim &n,
     llvm::function_ref<ExprPtr(Block &body, const ExprPtr &k)> term,
     Combiner combiner) {
-  const int64_t w = ir::reductionLanes;
+  const int64_t w = lanes->shape[0].getSize();
   // Known extents fold, so that a short axis prints without divisions.
   ExprPtr chunks, rest, restStart;
   if (n.isKnown()) {
@@ -272,12 +274,13 @@ void Lowering::maxLanes(Block &block, Buffer *m, const Dim &n,
 }
 
 ExprPtr Lowering::combineLanes(Buffer *lanes) {
-  static_assert(ir::reductionLanes == 8, "the pairwise tree below has 8");
-  auto pair = [&](int64_t a) {
-    return prim(PrimOp::Add, load(lanes, index(a)), load(lanes, index(a + 1)));
+  // ir::combinePairwise's tree over [a, a + n).
+  std::function<ExprPtr(int64_t, int64_t)> tree = [&](int64_t a, int64_t n) {
+    if (n == 1)
+      return load(lanes, index(a));
+    return prim(PrimOp::Add, tree(a, n / 2), tree(a + n / 2, n / 2));
   };
-  return prim(PrimOp::Add, prim(PrimOp::Add, pair(0), pair(2)),
-              prim(PrimOp::Add, pair(4), pair(6)));
+  return tree(0, lanes->shape[0].getSize());
 }
 
 // With n <= W terms, lane k < n holds +0 + t_k and every other lane +0.
@@ -290,11 +293,13 @@ ExprPtr Lowering::combineLanes(Buffer *lanes) {
 // (NaN included: the same NaN meets only zeros that it absorbs).
 ExprPtr
 Lowering::sumFewTerms(Block &block, int64_t n,
-                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term) {
-  const int64_t w = ir::reductionLanes;
+                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term,
+                      bool inF32) {
+  const int64_t w = inF32 ? ir::reductionLanesF32 : ir::reductionLanes;
   assert(n >= 1 && n <= w && "a sum of 1 to W terms");
+  DType dtype = inF32 ? DType::F32 : DType::F64;
   Buffer *terms =
-      fn.addBuffer(Buffer::Kind::Stack, DType::F64, {Dim::known(n)}, "terms");
+      fn.addBuffer(Buffer::Kind::Stack, dtype, {Dim::known(n)}, "terms");
   auto [body, k] = openLoop(block, index(n));
   store(*body, terms, k->clone(), term(k));
   // combineLanes' tree over [a, b), null where every lane is empty.
@@ -308,7 +313,7 @@ Lowering::sumFewTerms(Block &block, int64_t n,
       return left;
     return prim(PrimOp::Add, std::move(left), std::move(right));
   };
-  return prim(PrimOp::Add, tree(0, w), constant(ScalarType::F64, 0));
+  return prim(PrimOp::Add, tree(0, w), constant(fromDType(dtype), 0));
 }
 
 ExprPtr Lowering::flatIndex(llvm::ArrayRef<Dim> shape,

@@ -7,8 +7,9 @@
 //
 //   z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j]
 //
-// accumulated in increasing p, in f64 for floats and wrapping i32 for
-// i32 (docs/Loops.md). A printer calls its runtime's kernel (or BLAS).
+// accumulated in increasing p, in f64 for floats (f32 with accumulate =
+// "f32") and wrapping i32 for i32 (docs/Loops.md). A printer calls its
+// runtime's kernel (or BLAS).
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,7 +42,8 @@ bool loops::lowerMatMul(Lowering &l, const ir::Op &op) {
   Nest nest = l.openNest(l.top(), batch);
   auto s = std::make_unique<Stmt>(Stmt::Kind::KernelCall);
   s->kernel = Kernel::MatMul;
-  s->accType = Lowering::computeType(a->getType().dtype);
+  s->accType =
+      Lowering::sumType(a->getType().dtype, Lowering::accumulatesInF32(op));
   s->outputs = {z};
   s->inputs = {l.bufferOf(a), l.bufferOf(b)};
   Shape mn = {m, n}, mk = {m, k}, kn = {k, n};

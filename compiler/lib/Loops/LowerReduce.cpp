@@ -28,6 +28,10 @@
 // walked once in row-major order (lowerColumns): the same terms in the
 // same order per result, with the contiguous axis innermost.
 //
+// With accumulate = "f32" (docs/IR.md, the second order) every float
+// accumulator above is f32 and the lanes are reductionLanesF32 f32 ones;
+// mean and logsumexp continue from the f32 sum in f64.
+//
 // An empty reduced axis runs no iteration, so the result is the
 // accumulator's identity; an empty kept axis runs nothing at all.
 //
@@ -67,8 +71,10 @@ bool lowerColumns(Lowering &l, const ir::Op &op,
   bool isInt = dtype == DType::I32;
   OpKind kind = op.getKind();
   bool isMax = kind == OpKind::Max;
-  // Floats add in f64 (mean even for i32), i32 sums wrap, max is exact.
+  // Floats add in f64 (mean even for i32; f32 with accumulate = "f32"),
+  // i32 sums wrap, max is exact.
   DType accDType = isMax                              ? dtype
+                   : Lowering::accumulatesInF32(op)   ? DType::F32
                    : (kind == OpKind::Mean || !isInt) ? DType::F64
                                                       : dtype;
   ScalarType accType = fromDType(accDType);
@@ -97,10 +103,36 @@ bool lowerColumns(Lowering &l, const ir::Op &op,
   ExprPtr at = Lowering::flatIndex(keptShape, k.idx);
   ExprPtr v = load(acc, at->clone());
   if (kind == OpKind::Mean)
-    v = prim(PrimOp::Div, std::move(v),
+    v = prim(PrimOp::Div, cast(ScalarType::F64, std::move(v)),
              cast(ScalarType::F64, extentOf(reducedShape)));
   l.store(*k.body, out, std::move(at), std::move(v));
   return true;
+}
+
+/// The sum of ones over `outer` reduced axes and the last axis of `in`
+/// in the 16 f32 lanes of accumulate = "f32", without a loop over them:
+/// lane l receives c_l = |outer| * (n / 16 + (l < n % 16)) ones, and a
+/// sequential f32 sum of c ones is min(c, 2^24) (2^24 + 1 rounds back to
+/// 2^24), so `lanes[l] = f32(min(f64(c_l), 2^24))` holds what the loop
+/// would, and the lanes combine as ever. The gradient of a `mean` of
+/// unknown size sums such ones for its count (K5).
+ExprPtr onesInF32Lanes(Lowering &l, Block &body, const Shape &in,
+                       const Shape &outer) {
+  const int64_t w = ir::reductionLanesF32;
+  Buffer *lanes =
+      l.fn.addBuffer(Buffer::Kind::Stack, DType::F32, {Dim::known(w)}, "lanes");
+  auto [lane, k] = l.openLoop(body, index(w));
+  const Dim &n = in.back();
+  ExprPtr mine = prim(PrimOp::Add, prim(PrimOp::Div, extentOf(n), index(w)),
+                      select(prim(PrimOp::Lt, k->clone(),
+                                  prim(PrimOp::Rem, extentOf(n), index(w))),
+                             index(1), index(0)));
+  ExprPtr count =
+      prim(PrimOp::Mul, extentOf(llvm::ArrayRef<Dim>(outer)), std::move(mine));
+  l.store(*lane, lanes, k->clone(),
+          prim(PrimOp::Min, cast(ScalarType::F64, std::move(count)),
+               constant(ScalarType::F64, double(int64_t(1) << 24))));
+  return Lowering::combineLanes(lanes);
 }
 
 } // namespace
@@ -147,6 +179,9 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
 
   // Lanes: a float sum that runs along the input's last axis.
   bool lanes = !isInt && rank > 0 && reduced[rank - 1];
+  // The second order: f32 accumulators, reductionLanesF32 lanes.
+  bool inF32 = Lowering::accumulatesInF32(op);
+  const int64_t w = inF32 ? ir::reductionLanesF32 : ir::reductionLanes;
   Shape outerReduced(reducedShape.begin(),
                      reducedShape.end() - (reducedShape.empty() ? 0 : 1));
   // Adds term(x) over the reduced axes into a new local of type `t`.
@@ -164,22 +199,25 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
       outerCount = d.isKnown() ? outerCount * d.getSize() : -1;
     const Dim &n = in[rank - 1];
     if (outerCount == 1 && n.isKnown() && n.getSize() >= 1 &&
-        n.getSize() <= ir::reductionLanes) {
+        n.getSize() <= w) {
       // One term per lane (K4's sum of 4): no lanes (Lowering::sumFewTerms).
       Nest none;
       for (size_t d = 0; d < outerReduced.size(); ++d)
         none.idx.push_back(index(0));
-      ExprPtr v = l.sumFewTerms(body, n.getSize(), [&](const ExprPtr &k) {
-        Nest at;
-        for (const ExprPtr &i : none.idx)
-          at.idx.push_back(i->clone());
-        at.idx.push_back(k->clone());
-        return term(inputAt(at));
-      });
+      ExprPtr v = l.sumFewTerms(
+          body, n.getSize(),
+          [&](const ExprPtr &k) {
+            Nest at;
+            for (const ExprPtr &i : none.idx)
+              at.idx.push_back(i->clone());
+            at.idx.push_back(k->clone());
+            return term(inputAt(at));
+          },
+          inF32);
       l.store(body, acc, index(0), std::move(v));
       return acc;
     }
-    Buffer *laneBuf = l.openLanes(body);
+    Buffer *laneBuf = l.openLanes(body, inF32);
     Nest r = l.openNest(body, outerReduced);
     l.accumulateLanes(*r.body, laneBuf, in[rank - 1], [&](const ExprPtr &k) {
       Nest at;
@@ -192,18 +230,30 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   };
 
   if (kind == OpKind::Sum || kind == OpKind::Mean) {
-    ScalarType accType = kind == OpKind::Mean ? ScalarType::F64 : wide;
+    ScalarType accType = inF32                  ? ScalarType::F32
+                         : kind == OpKind::Mean ? ScalarType::F64
+                                                : wide;
     // A float sum of n terms that are all +-0 or all 1 (the gradient of
     // `mean` sums ones for its count): every partial sum, in whatever
     // order and lanes, is an integer below 2^53, so exact, and the sum is
     // n (+0 for zeros: accumulators start at +0, and +0 + -0 = +0), with
-    // no loop. The same value, bit for bit.
+    // no loop. The same value, bit for bit. In f32 accumulators the
+    // partial sums of ones are exact only up to 2^24, so then only a
+    // known count up to that takes this way.
     std::optional<double> splat = l.splatValue(x);
+    bool exactOnes = !inF32;
+    if (inF32) {
+      int64_t count = 1;
+      for (const Dim &d : reducedShape)
+        count = d.isKnown() && count >= 0 ? count * d.getSize() : -1;
+      exactOnes = count >= 0 && count <= (int64_t(1) << 24);
+    }
     if (!isInt && splat && (*splat == 0 || *splat == 1)) {
       ExprPtr v = *splat == 0 ? constant(accType, 0)
-                              : cast(accType, extentOf(reducedShape));
+                  : exactOnes ? cast(accType, extentOf(reducedShape))
+                              : onesInF32Lanes(l, body, in, outerReduced);
       if (kind == OpKind::Mean)
-        v = prim(PrimOp::Div, std::move(v),
+        v = prim(PrimOp::Div, cast(ScalarType::F64, std::move(v)),
                  cast(ScalarType::F64, extentOf(reducedShape)));
       l.store(body, out, std::move(outIndex), std::move(v));
       return true;
@@ -212,7 +262,7 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
         accType, "acc", [&](ExprPtr x) { return cast(accType, std::move(x)); });
     ExprPtr v = load(acc, index(0));
     if (kind == OpKind::Mean)
-      v = prim(PrimOp::Div, std::move(v),
+      v = prim(PrimOp::Div, cast(ScalarType::F64, std::move(v)),
                cast(ScalarType::F64, extentOf(reducedShape)));
     l.store(body, out, std::move(outIndex), std::move(v));
     return true;
@@ -242,17 +292,20 @@ bool loops::lowerReduce(Lowering &l, const ir::Op &op) {
   // logsumexp: each term in the data type (for f32: the f32 difference
   // and gradc/Math.h's f32 exp), added in f64.
   ExprPtr finite = prim(PrimOp::IsFinite, load(m, index(0)));
-  Buffer *s = sumInto(wide, "s", [&](ExprPtr x) {
+  ScalarType sType = Lowering::sumType(dtype, inF32);
+  Buffer *s = sumInto(sType, "s", [&](ExprPtr x) {
     ExprPtr e =
         intrinsic(Intrinsic::Exp, prim(PrimOp::Sub, cast(maxType, std::move(x)),
                                        load(m, index(0))));
-    return select(finite->clone(), cast(wide, std::move(e)), constant(wide, 0));
+    return select(finite->clone(), cast(sType, std::move(e)),
+                  constant(sType, 0));
   });
   ExprPtr mWide = cast(wide, load(m, index(0)));
-  ExprPtr v = select(std::move(finite),
-                     prim(PrimOp::Add, mWide->clone(),
-                          intrinsic(Intrinsic::Log, load(s, index(0)))),
-                     mWide->clone());
+  ExprPtr v =
+      select(std::move(finite),
+             prim(PrimOp::Add, mWide->clone(),
+                  intrinsic(Intrinsic::Log, cast(wide, load(s, index(0))))),
+             mWide->clone());
   l.store(body, out, std::move(outIndex), std::move(v));
   return true;
 }

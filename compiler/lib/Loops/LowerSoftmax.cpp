@@ -13,6 +13,9 @@
 //                                          sum's loop, then divided)
 //   log_softmax_k = f64(x_k) - f64(m) - log(s)    (log s once per lane)
 //
+// With accumulate = "f32", s is an f32 sum (16 f32 lanes along the last
+// axis) and the formulas continue from f64(s).
+//
 // softmax_cross_entropy(logits [..., C], labels [...]) per row r:
 //   check 0 <= labels[r] < C (else the run-time error of the interpreter)
 //   lse = isfinite(m) ? f64(m) + log(s) : f64(m);
@@ -30,17 +33,19 @@ using namespace gradc::loops;
 namespace {
 
 /// m = max over k (type `t`, the data's), s = sum of f64(e^(x_k - m)) (an
-/// f64 local); `at(k)` loads x_k; `contiguous`: the axis is the input's
-/// last, so the sum runs in lanes. `keep(body, k, e)`, when given, stores
-/// the term e_k (type `t`) where the sum's loop computes it.
+/// f64 local; f32 with `inF32`, accumulate = "f32"); `at(k)` loads x_k;
+/// `contiguous`: the axis is the input's last, so the sum runs in lanes.
+/// `keep(body, k, e)`, when given, stores the term e_k (type `t`) where
+/// the sum's loop computes it.
 void maxAndSum(
     Lowering &l, Block &body, const Dim &n, ScalarType t,
     llvm::function_ref<ExprPtr(const ExprPtr &k)> at, Buffer *&m, Buffer *&s,
-    bool contiguous,
+    bool contiguous, bool inF32,
     llvm::function_ref<void(Block &, const ExprPtr &, const ExprPtr &)> keep =
         nullptr) {
+  ScalarType sType = inF32 ? ScalarType::F32 : ScalarType::F64;
   m = l.local(t, "m");
-  s = l.local(ScalarType::F64, "s");
+  s = l.local(sType, "s");
   if (contiguous) {
     l.maxLanes(body, m, n, [&](const ExprPtr &k) { return cast(t, at(k)); });
   } else {
@@ -53,18 +58,18 @@ void maxAndSum(
     ExprPtr e = intrinsic(Intrinsic::Exp,
                           prim(PrimOp::Sub, cast(t, at(k)), load(m, index(0))));
     if (!keep)
-      return cast(ScalarType::F64, std::move(e));
+      return cast(sType, std::move(e));
     l.store(inner, local, index(0), std::move(e));
     keep(inner, k, load(local, index(0)));
-    return cast(ScalarType::F64, load(local, index(0)));
+    return cast(sType, load(local, index(0)));
   };
   if (contiguous) {
-    Buffer *lanes = l.openLanes(body);
+    Buffer *lanes = l.openLanes(body, inF32);
     l.accumulateLanes(body, lanes, n, term);
     l.store(body, s, index(0), Lowering::combineLanes(lanes));
     return;
   }
-  l.store(body, s, index(0), constant(ScalarType::F64, 0));
+  l.store(body, s, index(0), constant(sType, 0));
   Nest k = l.openNest(body, {n});
   ExprPtr v = term(*k.body, k.idx[0]);
   l.accumulate(*k.body, s, index(0), Combiner::Add, std::move(v));
@@ -104,16 +109,18 @@ bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
   auto keep = [&](Block &body, const ExprPtr &k, const ExprPtr &e) {
     l.store(body, out, indexAt(k), e->clone());
   };
+  bool inF32 = Lowering::accumulatesInF32(op);
   if (isLog)
-    maxAndSum(l, *lane.body, shape[axis], t, at, m, s, axis == rank - 1);
+    maxAndSum(l, *lane.body, shape[axis], t, at, m, s, axis == rank - 1, inF32);
   else
-    maxAndSum(l, *lane.body, shape[axis], t, at, m, s, axis == rank - 1, keep);
+    maxAndSum(l, *lane.body, shape[axis], t, at, m, s, axis == rank - 1, inF32,
+              keep);
   ExprPtr v;
   Nest k;
   if (isLog) {
     Buffer *logS = l.local(f64, "log_s");
     l.store(*lane.body, logS, index(0),
-            intrinsic(Intrinsic::Log, load(s, index(0))));
+            intrinsic(Intrinsic::Log, cast(f64, load(s, index(0)))));
     k = l.openNest(*lane.body, {shape[axis]});
     v = prim(PrimOp::Sub,
              prim(PrimOp::Sub, cast(f64, at(k.idx[0])),
@@ -122,7 +129,7 @@ bool lowerSoftmaxAlongAxis(Lowering &l, const ir::Op &op) {
   } else {
     k = l.openNest(*lane.body, {shape[axis]});
     v = prim(PrimOp::Div, cast(f64, load(out, indexAt(k.idx[0]))),
-             load(s, index(0)));
+             cast(f64, load(s, index(0))));
   }
   l.store(*k.body, out, indexAt(k.idx[0]), std::move(v));
   return true;
@@ -155,11 +162,13 @@ bool lowerCrossEntropy(Lowering &l, const ir::Op &op) {
                      k->clone()));
   };
   Buffer *m = nullptr, *s = nullptr;
-  maxAndSum(l, *row.body, classes, t, at, m, s, true);
-  ExprPtr lse = select(prim(PrimOp::IsFinite, load(m, index(0))),
-                       prim(PrimOp::Add, cast(f64, load(m, index(0))),
-                            intrinsic(Intrinsic::Log, load(s, index(0)))),
-                       cast(f64, load(m, index(0))));
+  maxAndSum(l, *row.body, classes, t, at, m, s, true,
+            Lowering::accumulatesInF32(op));
+  ExprPtr lse =
+      select(prim(PrimOp::IsFinite, load(m, index(0))),
+             prim(PrimOp::Add, cast(f64, load(m, index(0))),
+                  intrinsic(Intrinsic::Log, cast(f64, load(s, index(0))))),
+             cast(f64, load(m, index(0))));
   l.store(*row.body, out, rowIndex->clone(),
           prim(PrimOp::Sub, std::move(lse), cast(f64, at(label))));
   return true;

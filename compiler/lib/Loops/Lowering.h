@@ -96,7 +96,10 @@ public:
   ///   combineLanes:    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ...
   /// The inner loop over a fixed W with independent accumulators is what a
   /// compiler vectorises; the interpreter's LaneSum adds the same terms.
-  Buffer *openLanes(Block &block);
+  /// With `inF32` (an op with `accumulate = "f32"`), the second order:
+  /// W = reductionLanesF32 f32 lanes. The other steps read W and the
+  /// type from the lanes buffer.
+  Buffer *openLanes(Block &block, bool inF32 = false);
   void accumulateLanes(Block &block, Buffer *lanes, const Dim &n,
                        llvm::function_ref<ExprPtr(const ExprPtr &k)> term);
   /// The same, where the term may first append statements to the body of
@@ -118,7 +121,8 @@ public:
   /// and the value is the pairwise tree of combineLanes with the lanes
   /// that hold nothing left out, plus +0 (see Lower.cpp: bit for bit).
   ExprPtr sumFewTerms(Block &block, int64_t n,
-                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term);
+                      llvm::function_ref<ExprPtr(const ExprPtr &k)> term,
+                      bool inF32 = false);
 
   /// Row-major flat index of `idx` in `shape`: i0 * (d1 * d2) + i1 * d2 + i2.
   static ExprPtr flatIndex(llvm::ArrayRef<Dim> shape,
@@ -130,6 +134,16 @@ public:
                                 llvm::ArrayRef<ExprPtr> idx);
   /// `v` read at index `idx` of the (broadcast) shape of the current op.
   ExprPtr read(const ir::Value *v, llvm::ArrayRef<ExprPtr> idx);
+
+  /// Whether `op` sums its (f32) data in f32: `accumulate = "f32"`.
+  static bool accumulatesInF32(const ir::Op &op) {
+    return op.getAttrs().has("accumulate");
+  }
+  /// The accumulator type of a sum of `t` data: f32 when `inF32`, else
+  /// computeType(t).
+  static ScalarType sumType(DType t, bool inF32) {
+    return inF32 ? ScalarType::F32 : computeType(t);
+  }
 
   /// The type that composite ops compute in: f64 for floats (so that
   /// rounding happens once, as in the interpreter), the type itself else.

@@ -255,16 +255,24 @@ private:
     if (!producer(p, prod))
       return false;
     const Expr &extent = *p.extent;
-    ExprPtr chunks =
-        prim(PrimOp::Div, extent.clone(), index(ir::reductionLanes));
-    ExprPtr rest = prim(PrimOp::Rem, extent.clone(), index(ir::reductionLanes));
     // N: the first statement after P that reads a row buffer.
     size_t n = nextReader(block, at + 1, prod);
     if (n == block.size())
       return false;
     Stmt &chunk = *block[n];
-    if (chunk.kind != Stmt::Kind::For || !sameExpr(*chunk.extent, *chunks))
+    if (chunk.kind != Stmt::Kind::For)
       return false;
+    // W: 8 f64 lanes, or 16 f32 ones (accumulate = "f32").
+    int64_t w = ir::reductionLanes;
+    auto chunksOf = [&](int64_t lanes) {
+      return prim(PrimOp::Div, extent.clone(), index(lanes));
+    };
+    if (!sameExpr(*chunk.extent, *chunksOf(w))) {
+      w = ir::reductionLanesF32;
+      if (!sameExpr(*chunk.extent, *chunksOf(w)))
+        return false;
+    }
+    ExprPtr rest = prim(PrimOp::Rem, extent.clone(), index(w));
     Stmt *lane = nullptr;
     for (const StmtPtr &s : chunk.body) {
       if (!isLaneLoop(*s))
@@ -275,8 +283,7 @@ private:
         return false;
       lane = s.get();
       ExprPtr j =
-          prim(PrimOp::Add,
-               prim(PrimOp::Mul, loopVar(chunk.var), index(ir::reductionLanes)),
+          prim(PrimOp::Add, prim(PrimOp::Mul, loopVar(chunk.var), index(w)),
                loopVar(lane->var));
       bool found = false;
       if (!readsAt(*lane, prod, *j, found))
@@ -302,8 +309,7 @@ private:
     if (!readsAt(tail, prod, *jRest, found) || !clearOf(inTail, prod, true))
       return false;
     ExprPtr jChunk =
-        prim(PrimOp::Add,
-             prim(PrimOp::Mul, loopVar(chunk.var), index(ir::reductionLanes)),
+        prim(PrimOp::Add, prim(PrimOp::Mul, loopVar(chunk.var), index(w)),
              loopVar(lane->var));
     prepend(p, *jChunk, lane->body);
     prepend(p, *jRest, tail.body);

@@ -47,6 +47,8 @@ const PassInfo passes[] = {
     {"value-and-grad",
      "add NAME_value_and_grad, the results and the gradient in one call",
      runValueAndGrad},
+    {"accumulate-f32", "f32 sums add in f32, 16 lanes wide (docs/IR.md)",
+     runAccumulateF32},
 };
 
 std::string knownPassNames() {

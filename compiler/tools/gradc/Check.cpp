@@ -117,6 +117,8 @@ void promoteToF64(ir::Module &module) {
     for (const auto &op : fn->getOps()) {
       for (ir::Value *r : op->getResults())
         promote(r);
+      // f64 data has one summation order.
+      op->getAttrs().erase("accumulate");
       // one_hot is the one op whose float type is not its operands'.
       if (op->getKind() == OpKind::OneHot)
         op->getAttrs().set("dtype", std::string("f64"));

@@ -111,6 +111,19 @@ cl::opt<bool> splitGrad(
              "gradient (runs the 'split' pass last)"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
+enum class Accumulate { F64, F32 };
+cl::opt<Accumulate> accumulate(
+    "accumulate",
+    cl::desc("The order f32 sums and matmul add in (docs/IR.md, \"Summation "
+             "order\"); every backend follows it bit for bit"),
+    cl::values(clEnumValN(Accumulate::F64, "f64",
+                          "in f64, 8 lanes along the last axis (the default)"),
+               clEnumValN(Accumulate::F32, "f32",
+                          "in f32, 16 lanes along the last axis (runs the "
+                          "'accumulate-f32' pass first and last)")),
+    cl::init(Accumulate::F64), cl::sub(cl::SubCommand::getAll()),
+    cl::cat(gradcCategory));
+
 cl::opt<bool> valueAndGrad(
     "value-and-grad",
     cl::desc("Also generate NAME_value_and_grad, the results and the "
@@ -246,6 +259,11 @@ std::string pipeline() {
     list = list.empty() ? "value-and-grad" : "value-and-grad," + list;
   if (splitGrad)
     list += list.empty() ? "split" : ",split";
+  // First, so that folding runs in this order; last, for the sums that
+  // the other passes made.
+  if (accumulate == Accumulate::F32)
+    list = list.empty() ? "accumulate-f32"
+                        : "accumulate-f32," + list + ",accumulate-f32";
   return list;
 }
 

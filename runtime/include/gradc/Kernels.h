@@ -347,11 +347,10 @@ void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
 /// `pa`, and acc[q][r] += pa[p][r] * b[p, q] vectorises over r. Each
 /// element still starts from its value in c and adds its terms one by one
 /// in increasing p, in Acc, as panelRows does: the same bits.
-template <typename T>
+template <typename T, typename Acc = typename Accumulator<T>::type>
 void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
                   const T *GRADC_RESTRICT b, Transpose tb, T *GRADC_RESTRICT c,
                   int64_t m, int64_t n, int64_t k) {
-  using Acc = typename Accumulator<T>::type;
   constexpr int64_t kBlock = 64, rows = 16, maxCols = 16;
   Acc pa[kBlock * rows];
   int64_t i = 0;
@@ -400,15 +399,14 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
 /// and c + (a block's sum) would be another order), so the panel spans all
 /// of k (on the heap when it does not fit the stack); i32 sums wrap, in
 /// any order, so they keep blocks of 64.
-template <typename T>
+template <typename T, typename Acc = typename Accumulator<T>::type>
 void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
                     const T *GRADC_RESTRICT b, Transpose tb,
                     T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
-  using Acc = typename Accumulator<T>::type;
   constexpr int64_t rows = 4, cols = 16, stackPanel = 64 * 128;
   constexpr bool whole = std::is_floating_point_v<Acc>;
   if (n < cols) {
-    matmulNarrow(a, ta, b, tb, c, m, n, k);
+    matmulNarrow<T, Acc>(a, ta, b, tb, c, m, n, k);
     return;
   }
   // A whole panel: all of k, and as many columns (a multiple of 16) as
@@ -465,10 +463,9 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
 /// c[m] (+)= a[m, k] b[k]: one dot product per row, its terms added in
 /// increasing p into one accumulator (docs/IR.md); four rows at a time,
 /// so that four independent sums hide the latency of one.
-template <typename T>
+template <typename T, typename Acc = typename Accumulator<T>::type>
 void matvec(const T *GRADC_RESTRICT a, const T *GRADC_RESTRICT b,
             T *GRADC_RESTRICT c, int64_t m, int64_t k) {
-  using Acc = typename Accumulator<T>::type;
   constexpr int64_t rows = 4;
   int64_t i = 0;
   for (; i + rows <= m; i += rows) {
@@ -570,10 +567,16 @@ inline int numThreads() {
   GRADC_PRAGMA(omp parallel for schedule(static) if (__VA_ARGS__)              \
                    num_threads(gradc::numThreads()) reduction(| : flag)        \
                        reduction(| : laneFlags[:8]))
+// The same for 16 lanes (f32 sums with accumulate = "f32").
+#define GRADC_PARALLEL_FOR_FLAGS16(flag, laneFlags, ...)                       \
+  GRADC_PRAGMA(omp parallel for schedule(static) if (__VA_ARGS__)              \
+                   num_threads(gradc::numThreads()) reduction(| : flag)        \
+                       reduction(| : laneFlags[:16]))
 #else
 #define GRADC_PARALLEL_FOR(...)
 #define GRADC_PARALLEL_FOR_FLAG(flag, ...)
 #define GRADC_PARALLEL_FOR_FLAGS(flag, laneFlags, ...)
+#define GRADC_PARALLEL_FOR_FLAGS16(flag, laneFlags, ...)
 #endif
 
 // A loop over the lanes of a reduction (loops::isLaneLoop: `lanes[k] +=
@@ -651,6 +654,35 @@ GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta, const double *b,
               accumulate ? 1.0 : 0.0, c, static_cast<int>(n));
 }
 #endif
+
+/// The same product of f32 matrices in the second order of docs/IR.md
+/// (`accumulate = "f32"`): each element adds its f32 products in
+/// increasing p into one f32 accumulator, every multiply and add rounded
+/// to f32 (the printers call it for a matmul kernel whose accumulator
+/// type is f32).
+GRADC_ALWAYS_INLINE void matmulF32(const float *a, Transpose ta, const float *b,
+                                   Transpose tb, float *c, int64_t m, int64_t n,
+                                   int64_t k) {
+  std::fill(c, c + m * n, 0.0f);
+  if (m == 0 || n == 0 || k == 0)
+    return;
+#ifdef GRADC_USE_BLAS
+  if (m * n * k >= blasMinWork) {
+    numThreads(); // OpenBLAS's threads, once
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+                static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n),
+                0.0f, c, static_cast<int>(n));
+    return;
+  }
+#endif
+  if (n == 1 && !ta) {
+    detail::matvec<float, float>(a, b, c, m, k);
+    return;
+  }
+  detail::matmulPortable<float, float>(a, ta, b, tb, c, m, n, k);
+}
 
 //===----------------------------------------------------------------------===//
 // Normalisations along one axis

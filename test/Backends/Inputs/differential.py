@@ -51,6 +51,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 
 TOLERANCE = {"f32": (1e-5, 1e-6), "f64": (1e-10, 1e-12), "i32": (0, 0),
              "bool": (0, 0)}
@@ -161,19 +162,35 @@ def listed_calls(paths):
 # Running and comparing
 # ---------------------------------------------------------------------------
 
-def start_backend(gradc, path, backend, calls):
-    """Starts one process for all calls (the backends run concurrently)."""
-    cmd = [gradc, "run", path, "--backend=" + backend]
-    for call in calls:
-        cmd += ["--call", call]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def start_backend(gradc, path, backend, calls, flags=()):
+    """Starts one process for all calls (the backends run concurrently);
+    `flags` are more gradc options (--accumulate=f32)."""
+    cmd = [gradc, "run", path, "--backend=" + backend] + list(flags)
+    rsp = None
+    if sum(len(c) for c in calls) > 100000:
+        # Too long for one command line (difftest.py --sizes with large
+        # sizes): a response file, which LLVM's option parser expands;
+        # finish_backend removes it.
+        fd, rsp = tempfile.mkstemp(suffix=".rsp", prefix="differential-")
+        with os.fdopen(fd, "w") as f:
+            for call in calls:
+                f.write('--call "%s"\n' % call)
+        cmd.append("@" + rsp)
+    else:
+        for call in calls:
+            cmd += ["--call", call]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.rsp = rsp
+    return process
 
 
 def finish_backend(process, backend, calls):
     """Returns (exit status, blocks, stderr) where blocks[i] lists the
     result lines of call i (empty: it failed)."""
     out, err = process.communicate()
+    if getattr(process, "rsp", None):
+        os.unlink(process.rsp)
     rc = process.returncode
     lines = out.splitlines()
     if len(calls) == 1:
@@ -261,7 +278,7 @@ def head(text, lines=12):
 
 
 def check_file(gradc, path, backends, exact, extra_calls, random_count,
-               rng):
+               rng, flags=()):
     sigs = signatures(gradc, path)
     listed = listed_calls([path] + [f for f in extra_calls
                                     if os.path.exists(f)])
@@ -272,7 +289,8 @@ def check_file(gradc, path, backends, exact, extra_calls, random_count,
         raise Mismatch("no calls for %s" % path)
 
     results = {}
-    processes = {b: start_backend(gradc, path, b, calls) for b in backends}
+    processes = {b: start_backend(gradc, path, b, calls, flags)
+                 for b in backends}
     for backend in backends:
         rc, blocks, err = finish_backend(processes[backend], backend, calls)
         failed = [not b for b in blocks]
@@ -326,6 +344,9 @@ def main():
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--backends", default="interp,llvm,cpp")
     ap.add_argument("--exact", default="llvm")
+    ap.add_argument("--gradc-flags", default="",
+                    help="more options of every gradc run "
+                    "(--gradc-flags=--accumulate=f32)")
     args = ap.parse_args()
     backends = args.backends.split(",")
     exact = args.exact.split(",")
@@ -337,7 +358,8 @@ def main():
                                    for p in args.calls_for]
         try:
             compared = check_file(args.gradc, path, backends, exact,
-                                           extra, args.random, rng)
+                                  extra, args.random, rng,
+                                  args.gradc_flags.split())
         except Mismatch as e:
             print("MISMATCH in %s: %s" % (os.path.basename(path), e))
             return 1

@@ -40,13 +40,27 @@ constexpr int64_t maxInterpreterElements = int64_t(1) << 26;
 /// implementation follows: the term at index k of that axis adds into
 /// lane k % reductionLanes (in f64, in increasing flat index), and the
 /// lanes combine pairwise, ((0+1)+(2+3))+((4+5)+(6+7)), before the one
-/// rounding. lib/Loops lowers every such sum to exactly this.
+/// rounding. lib/Loops lowers every such sum to exactly this. (An op with
+/// accumulate = "f32" has reductionLanesF32 f32 lanes instead.)
 constexpr int64_t reductionLanes = 8;
+
+/// The lanes of an f32 sum in the second order, `accumulate = "f32"`
+/// (`gradc --accumulate=f32`): the term at index k of the last axis adds
+/// in f32 into lane k % reductionLanesF32, and the lanes combine pairwise
+/// in f32, (((0+1)+(2+3))+((4+5)+(6+7)))+(((8+9)+...)+...).
+constexpr int64_t reductionLanesF32 = 16;
+
+/// The pairwise combination of `n` (a power of two) lane sums in T:
+/// combinePairwise(l, 8) is ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+template <typename T> T combinePairwise(const T *lanes, int64_t n) {
+  if (n == 1)
+    return lanes[0];
+  return combinePairwise(lanes, n / 2) + combinePairwise(lanes + n / 2, n / 2);
+}
 
 /// The pairwise combination of `reductionLanes` lane sums.
 inline double combineLanes(const double *lanes) {
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  return combinePairwise(lanes, reductionLanes);
 }
 
 /// Calls nested deeper than this are a run-time error.

@@ -283,9 +283,10 @@ struct LoopModule {
 };
 
 /// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32
-/// sums in 8 f64 lanes; the lane max): a loop over exactly
-/// ir::reductionLanes, with no loop, call or check inside, that stores or
-/// accumulates into a stack buffer at its own index,
+/// sums in 8 f64 lanes, or in 16 f32 lanes with accumulate = "f32"; the
+/// lane max): a loop over exactly ir::reductionLanes (or
+/// ir::reductionLanesF32, into an f32 buffer), with no loop, call or check
+/// inside, that stores or accumulates into a stack buffer at its own index,
 /// `lanes[i] += f64(x[... + i])` (the fused producers of the summand in
 /// locals before it), and reads memory (not the loop that sets the lanes
 /// to 0 or -inf), and adds to nothing at an index that is the same for

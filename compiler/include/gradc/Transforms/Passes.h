@@ -144,6 +144,13 @@ bool runSplitGrad(ir::Module &module, DiagnosticEngine &diags);
 /// Reports a name that is taken.
 bool runValueAndGrad(ir::Module &module, DiagnosticEngine &diags);
 
+/// `accumulate-f32`: sets `accumulate = "f32"` on every op that sums f32
+/// data (sum, mean, logsumexp, softmax, log_softmax,
+/// softmax_cross_entropy, matmul), which selects the second summation
+/// order of docs/IR.md: f32 accumulators, 16 lanes along the last axis.
+/// `gradc --accumulate=f32` runs it first and last.
+bool runAccumulateF32(ir::Module &module, DiagnosticEngine &diags);
+
 /// `canonicalize`: runs simplify, fold, cse and dce in turn until the
 /// module stops changing (at most 16 rounds). The default pipeline.
 bool runCanonicalize(ir::Module &module, DiagnosticEngine &diags);

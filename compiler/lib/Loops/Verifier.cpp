@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "gradc/Basic/Timing.h"
 #include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -274,6 +275,7 @@ private:
 } // namespace
 
 bool loops::verifyLoops(const LoopModule &module, std::string &error) {
+  TimeRegion region("verify loops");
   for (const auto &fn : module.functions)
     if (!LoopVerifier(module, *fn).run(error))
       return false;

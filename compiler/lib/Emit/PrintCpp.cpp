@@ -35,6 +35,7 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/Path.h"
 
 #include <cinttypes>
@@ -42,6 +43,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 
 using namespace gradc;
 using namespace gradc::emit;
@@ -53,6 +55,10 @@ constexpr unsigned lineLimit = 80;
 
 /// `text` broken into lines of at most `width` characters at spaces.
 std::vector<std::string> wrap(llvm::StringRef text, unsigned width) {
+  // Most comments are one line of single spaces: as they are.
+  if (text.size() <= width && !text.empty() && text.front() != ' ' &&
+      text.back() != ' ' && !text.contains("  "))
+    return {text.str()};
   std::vector<std::string> lines;
   std::string cur;
   llvm::SmallVector<llvm::StringRef, 16> words;
@@ -162,6 +168,9 @@ private:
     return t.prec < min ? "(" + t.s + ")" : t.s;
   }
   static Text literal(ScalarType t, double v);
+  /// literal(t, v), formatted once per constant (snprintf is slow, and a
+  /// chain prints the same few constants thousands of times).
+  const Text &cachedLiteral(ScalarType t, double v) const;
 
   // Statements.
   void line(const std::string &text);
@@ -230,6 +239,7 @@ private:
   /// In dotColumns' column loop: loads that read a transposed copy instead
   /// (what they print).
   llvm::DenseMap<const Expr *, std::string> columnCopies;
+  mutable std::map<std::pair<unsigned, uint64_t>, Text> literals;
 };
 
 //===--- Names ------------------------------------------------------------===//
@@ -343,10 +353,18 @@ Text FunctionPrinter::literal(ScalarType t, double v) {
   llvm_unreachable("unknown scalar type");
 }
 
+const Text &FunctionPrinter::cachedLiteral(ScalarType t, double v) const {
+  auto [it, inserted] = literals.try_emplace(
+      {static_cast<unsigned>(t), llvm::bit_cast<uint64_t>(v)});
+  if (inserted)
+    it->second = literal(t, v);
+  return it->second;
+}
+
 Text FunctionPrinter::expr(const Expr &e) const {
   switch (e.kind) {
   case Expr::Kind::Const:
-    return literal(e.type, e.value);
+    return cachedLiteral(e.type, e.value);
   case Expr::Kind::Size:
     return {sizeNames.lookup(e.name), Atom};
   case Expr::Kind::LoopVar:
@@ -487,8 +505,14 @@ static bool breaksAfter(llvm::StringRef token) {
 /// clang-format would roughly break it: after a comma or a binary operator
 /// of the least nesting that fits, the rest indented by 4 more.
 void FunctionPrinter::line(const std::string &text) {
-  std::string rest = text;
   size_t col = indent;
+  if (col + text.size() <= lineLimit) {
+    out.append(col, ' ');
+    out += text;
+    out += '\n';
+    return;
+  }
+  std::string rest = text;
   // Lines that come broken (the prologue's) and comments print as given.
   while (col + rest.size() > lineLimit &&
          !llvm::StringRef(rest).starts_with("//") &&

@@ -106,15 +106,18 @@ bool unify(const Expr &pattern, const Expr &e, const std::set<unsigned> &vars,
 }
 
 /// `e` with each bound loop variable replaced by (a copy of) its binding.
+/// Each node is copied once (copying a whole subtree at each level and
+/// then replacing its operands costs the square of the depth).
 ExprPtr substitute(const Expr &e, const Binding &binding) {
   if (e.kind == Expr::Kind::LoopVar) {
     auto it = binding.find(e.var);
     if (it != binding.end())
       return it->second->clone();
   }
-  ExprPtr copy = e.clone();
-  for (size_t i = 0; i < e.args.size(); ++i)
-    copy->args[i] = substitute(*e.args[i], binding);
+  ExprPtr copy = e.cloneNode();
+  copy->args.reserve(e.args.size());
+  for (const ExprPtr &a : e.args)
+    copy->args.push_back(substitute(*a, binding));
   return copy;
 }
 

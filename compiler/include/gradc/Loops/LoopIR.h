@@ -83,6 +83,8 @@ struct Expr {
 
   Expr(Kind kind, ScalarType type) : kind(kind), type(type) {}
   std::unique_ptr<Expr> clone() const;
+  /// A copy of this node without its operands.
+  std::unique_ptr<Expr> cloneNode() const;
 };
 
 using ExprPtr = std::unique_ptr<Expr>;

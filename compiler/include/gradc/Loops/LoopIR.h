@@ -26,6 +26,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -79,7 +80,9 @@ struct Expr {
   Buffer *buffer = nullptr;
   PrimOp op = PrimOp::Add;
   Intrinsic fn = Intrinsic::Exp;
-  std::vector<std::unique_ptr<Expr>> args;
+  /// The operands, kept in the node up to two (no allocation of their
+  /// own: a chain of 100,000 steps has millions of nodes).
+  llvm::SmallVector<std::unique_ptr<Expr>, 2> args;
 
   Expr(Kind kind, ScalarType type) : kind(kind), type(type) {}
   std::unique_ptr<Expr> clone() const;

@@ -263,6 +263,13 @@ const LoopFunction *LoopModule::lookup(llvm::StringRef name) const {
   return nullptr;
 }
 
+llvm::StringMap<const LoopFunction *> LoopModule::functionsByName() const {
+  llvm::StringMap<const LoopFunction *> byName;
+  for (const auto &f : functions)
+    byName.try_emplace(f->name, f.get());
+  return byName;
+}
+
 bool loops::isLaneLoop(const Stmt &s) {
   if (s.kind != Stmt::Kind::For || s.parallel ||
       !isIndexConst(*s.extent, ir::reductionLanes))

@@ -31,8 +31,9 @@ namespace {
 
 class LoopVerifier {
 public:
-  LoopVerifier(const LoopModule &module, const LoopFunction &fn)
-      : module(module), fn(fn) {
+  LoopVerifier(const llvm::StringMap<const LoopFunction *> &functions,
+               const LoopFunction &fn)
+      : functions(functions), fn(fn) {
     for (const auto &b : fn.buffers)
       owned.insert(b.get());
   }
@@ -64,7 +65,7 @@ public:
   }
 
 private:
-  const LoopModule &module;
+  const llvm::StringMap<const LoopFunction *> &functions;
   const LoopFunction &fn;
   // Hash sets: a fused chain of 100,000 steps has as many buffers and
   // loops.
@@ -260,7 +261,7 @@ private:
         if (!checkIndex(*e, "size argument '" + name + "'"))
           return;
       if (!s.isExtern) {
-        const LoopFunction *callee = module.lookup(s.callee);
+        const LoopFunction *callee = functions.lookup(s.callee);
         if (!callee)
           bad("a call of unknown function '" + s.callee + "'");
         else if (callee->params.size() != s.inputs.size() ||
@@ -277,8 +278,9 @@ private:
 
 bool loops::verifyLoops(const LoopModule &module, std::string &error) {
   TimeRegion region("verify loops");
+  llvm::StringMap<const LoopFunction *> functions = module.functionsByName();
   for (const auto &fn : module.functions)
-    if (!LoopVerifier(module, *fn).run(error))
+    if (!LoopVerifier(functions, *fn).run(error))
       return false;
   return true;
 }

@@ -16,6 +16,7 @@
 
 #include "Rewriter.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -32,8 +33,10 @@ namespace {
 /// result types and gradient rule. Only used as a map key, so operands are
 /// identified by address.
 std::string computationKey(const Op &op) {
-  std::string key;
-  llvm::raw_string_ostream os(key);
+  // Built on the stack, then copied once (a string stream appends to its
+  // string at each `<<`, regrowing it).
+  llvm::SmallString<256> key;
+  llvm::raw_svector_ostream os(key);
   os << op.getName() << '(';
   for (const Value *v : op.getOperands())
     os << static_cast<const void *>(v) << ',';
@@ -49,7 +52,7 @@ std::string computationKey(const Op &op) {
   const GradRuleAttr &rule = op.getGradRule();
   if (rule.isSet())
     os << " rule " << rule.function << '/' << rule.ruleName << '/' << rule.via;
-  return key;
+  return std::string(key.str());
 }
 
 } // namespace

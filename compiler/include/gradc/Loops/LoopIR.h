@@ -285,6 +285,10 @@ struct LoopModule {
   std::vector<std::unique_ptr<LoopFunction>> functions;
   std::string sourceName;
   const LoopFunction *lookup(llvm::StringRef name) const;
+  /// Each name's function as lookup finds it (the first of that name), for
+  /// a caller that looks up many: lookup walks the functions (a chain of
+  /// 10,000 functions, each calling the one before).
+  llvm::StringMap<const LoopFunction *> functionsByName() const;
 };
 
 /// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32

@@ -178,6 +178,9 @@ private:
     return out.size() >= 2 && out[out.size() - 2] == '{';
   }
   void comment(const Origin &origin);
+  /// `file:line: text` of the source line at `at`, or "" (made once per
+  /// location).
+  const std::string &sourceLine(SourceLoc at);
   void prologue();
   void declarations();
   void block(const Block &b);
@@ -240,6 +243,7 @@ private:
   /// (what they print).
   llvm::DenseMap<const Expr *, std::string> columnCopies;
   mutable std::map<std::pair<unsigned, uint64_t>, Text> literals;
+  std::map<uint32_t, std::string> sourceLines;
 };
 
 //===--- Names ------------------------------------------------------------===//
@@ -544,16 +548,22 @@ void FunctionPrinter::line(const std::string &text) {
   out += std::string(col, ' ') + rest + "\n";
 }
 
+const std::string &FunctionPrinter::sourceLine(SourceLoc at) {
+  auto [it, inserted] = sourceLines.try_emplace(at.getRaw());
+  if (inserted && options.sourceManager && at.isValid()) {
+    PresumedLoc loc = options.sourceManager->getPresumedLoc(at);
+    if (loc.isValid())
+      it->second = llvm::sys::path::filename(loc.filename).str() + ":" +
+                   std::to_string(loc.line) + ": " + loc.lineText.trim().str();
+  }
+  return it->second;
+}
+
 /// One comment per source statement or rule: the rule's note, else the
 /// source line.
 void FunctionPrinter::comment(const Origin &origin) {
-  std::string text = origin.rule;
-  if (text.empty() && options.sourceManager && origin.loc.isValid()) {
-    PresumedLoc loc = options.sourceManager->getPresumedLoc(origin.loc);
-    if (loc.isValid())
-      text = llvm::sys::path::filename(loc.filename).str() + ":" +
-             std::to_string(loc.line) + ": " + loc.lineText.trim().str();
-  }
+  const std::string &text =
+      origin.rule.empty() ? sourceLine(origin.loc) : origin.rule;
   if (text.empty() || text == lastComment)
     return;
   if (!afterBrace())

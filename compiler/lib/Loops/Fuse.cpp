@@ -142,7 +142,7 @@ void replaceLoads(ExprPtr &e, const Buffer *from, Buffer *to) {
 
 class Fuser {
 public:
-  explicit Fuser(LoopFunction &fn) : fn(fn) {}
+  Fuser(LoopFunction &fn, uint64_t &work) : fn(fn), work(work) {}
 
   /// One sweep from the last top-level statement to the first, fusing
   /// every producer it can; false when nothing fused. Going backwards, a
@@ -174,6 +174,9 @@ public:
 
 private:
   LoopFunction &fn;
+  /// Statements indexed, readers and block positions looked at, and
+  /// statements moved (`gradc-opt --loop-work`).
+  uint64_t &work;
 
   /// Where each statement sits: its block, its position there when the
   /// sweep began (a sweep erases only top-level statements, leaving their
@@ -224,6 +227,7 @@ private:
         continue;
       stack.emplace_back(std::move(top), false);
       while (!stack.empty()) {
+        ++work;
         auto [s, expanded] = std::move(stack.back());
         stack.pop_back();
         auto it = expanded ? before.end() : before.find(s.get());
@@ -265,6 +269,7 @@ private:
                   llvm::SmallVectorImpl<unsigned> &loopVars) {
     for (size_t i = 0; i < block.size(); ++i) {
       Stmt &s = *block[i];
+      ++work;
       const Stmt *t = top ? top : &s;
       places[&s] = {&block, i, t};
       enclosing[&s].assign(loopVars.begin(), loopVars.end());
@@ -394,6 +399,7 @@ private:
     llvm::SmallVector<const Stmt *, 2> found = liveReaders(p);
     if (found.empty())
       return false;
+    work += found.size();
     // Every load of p in each reader at one index, matching the store's.
     std::vector<Binding> bindings;
     std::vector<const Expr *> readIndices;
@@ -544,6 +550,7 @@ private:
       // The first member in the block's order (members are statements of
       // the block, not pending definitions: their positions are known).
       auto position = [&](const Stmt *s) -> size_t {
+        ++work;
         if (g.block == &fn.body)
           return order.lookup(s);
         return places.lookup(s).position;
@@ -727,9 +734,14 @@ public:
 
 } // namespace
 
+static uint64_t lastWork = 0;
+
+uint64_t loops::fuseElementwiseWork() { return lastWork; }
+
 bool loops::fuseElementwise(LoopModule &module, std::string &) {
+  lastWork = 0;
   for (auto &fn : module.functions) {
-    Fuser fuser(*fn);
+    Fuser fuser(*fn, lastWork);
     while (fuser.sweep()) {
     }
   }

@@ -12,6 +12,7 @@
 #include "gradc/Emit/Mangle.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -244,7 +245,15 @@ std::string emit::cSymbolName(llvm::StringRef module,
 bool emit::isReservedName(llvm::StringRef name) {
   if (name.starts_with("GRADC_") || isMacroName(name))
     return true;
-  return llvm::any_of(reservedNames, [&](const char *r) { return name == r; });
+  // A set, not a walk over the list: every temporary of a 100,000-step
+  // chain is named.
+  static const llvm::StringSet<> reserved = [] {
+    llvm::StringSet<> set;
+    for (const char *r : reservedNames)
+      set.insert(r);
+    return set;
+  }();
+  return reserved.contains(name);
 }
 
 std::string emit::mangleIdentifier(llvm::StringRef name) {

@@ -24,6 +24,7 @@
 
 #include "gradc/Emit/EmitCpp.h"
 
+#include "gradc/Basic/Timing.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
 #include "gradc/Loops/Loops.h"
@@ -34,6 +35,7 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/Path.h"
 
 #include <cinttypes>
@@ -41,6 +43,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 
 using namespace gradc;
 using namespace gradc::emit;
@@ -52,6 +55,10 @@ constexpr unsigned lineLimit = 80;
 
 /// `text` broken into lines of at most `width` characters at spaces.
 std::vector<std::string> wrap(llvm::StringRef text, unsigned width) {
+  // Most comments are one line of single spaces: as they are.
+  if (text.size() <= width && !text.empty() && text.front() != ' ' &&
+      text.back() != ' ' && !text.contains("  "))
+    return {text.str()};
   std::vector<std::string> lines;
   std::string cur;
   llvm::SmallVector<llvm::StringRef, 16> words;
@@ -161,6 +168,9 @@ private:
     return t.prec < min ? "(" + t.s + ")" : t.s;
   }
   static Text literal(ScalarType t, double v);
+  /// literal(t, v), formatted once per constant (snprintf is slow, and a
+  /// chain prints the same few constants thousands of times).
+  const Text &cachedLiteral(ScalarType t, double v) const;
 
   // Statements.
   void line(const std::string &text);
@@ -168,6 +178,9 @@ private:
     return out.size() >= 2 && out[out.size() - 2] == '{';
   }
   void comment(const Origin &origin);
+  /// `file:line: text` of the source line at `at`, or "" (made once per
+  /// location).
+  const std::string &sourceLine(SourceLoc at);
   void prologue();
   void declarations();
   void block(const Block &b);
@@ -231,6 +244,8 @@ private:
   /// In dotColumns' column loop: loads that read a transposed copy instead
   /// (what they print).
   llvm::DenseMap<const Expr *, std::string> columnCopies;
+  mutable std::map<std::pair<unsigned, uint64_t>, Text> literals;
+  std::map<uint32_t, std::string> sourceLines;
 };
 
 //===--- Names ------------------------------------------------------------===//
@@ -344,10 +359,18 @@ Text FunctionPrinter::literal(ScalarType t, double v) {
   llvm_unreachable("unknown scalar type");
 }
 
+const Text &FunctionPrinter::cachedLiteral(ScalarType t, double v) const {
+  auto [it, inserted] = literals.try_emplace(
+      {static_cast<unsigned>(t), llvm::bit_cast<uint64_t>(v)});
+  if (inserted)
+    it->second = literal(t, v);
+  return it->second;
+}
+
 Text FunctionPrinter::expr(const Expr &e) const {
   switch (e.kind) {
   case Expr::Kind::Const:
-    return literal(e.type, e.value);
+    return cachedLiteral(e.type, e.value);
   case Expr::Kind::Size:
     return {sizeNames.lookup(e.name), Atom};
   case Expr::Kind::LoopVar:
@@ -488,8 +511,14 @@ static bool breaksAfter(llvm::StringRef token) {
 /// clang-format would roughly break it: after a comma or a binary operator
 /// of the least nesting that fits, the rest indented by 4 more.
 void FunctionPrinter::line(const std::string &text) {
-  std::string rest = text;
   size_t col = indent;
+  if (col + text.size() <= lineLimit) {
+    out.append(col, ' ');
+    out += text;
+    out += '\n';
+    return;
+  }
+  std::string rest = text;
   // Lines that come broken (the prologue's) and comments print as given.
   while (col + rest.size() > lineLimit &&
          !llvm::StringRef(rest).starts_with("//") &&
@@ -521,16 +550,22 @@ void FunctionPrinter::line(const std::string &text) {
   out += std::string(col, ' ') + rest + "\n";
 }
 
+const std::string &FunctionPrinter::sourceLine(SourceLoc at) {
+  auto [it, inserted] = sourceLines.try_emplace(at.getRaw());
+  if (inserted && options.sourceManager && at.isValid()) {
+    PresumedLoc loc = options.sourceManager->getPresumedLoc(at);
+    if (loc.isValid())
+      it->second = llvm::sys::path::filename(loc.filename).str() + ":" +
+                   std::to_string(loc.line) + ": " + loc.lineText.trim().str();
+  }
+  return it->second;
+}
+
 /// One comment per source statement or rule: the rule's note, else the
 /// source line.
 void FunctionPrinter::comment(const Origin &origin) {
-  std::string text = origin.rule;
-  if (text.empty() && options.sourceManager && origin.loc.isValid()) {
-    PresumedLoc loc = options.sourceManager->getPresumedLoc(origin.loc);
-    if (loc.isValid())
-      text = llvm::sys::path::filename(loc.filename).str() + ":" +
-             std::to_string(loc.line) + ": " + loc.lineText.trim().str();
-  }
+  const std::string &text =
+      origin.rule.empty() ? sourceLine(origin.loc) : origin.rule;
   if (text.empty() || text == lastComment)
     return;
   if (!afterBrace())
@@ -1302,6 +1337,7 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
   std::unique_ptr<LoopModule> lowered = lowerForBackend(module, error);
   if (!lowered)
     return false;
+  TimeRegion region("print C++");
   std::string text;
   text += "// Generated by gradc from " +
           (options.sourceName.empty() ? std::string("<unknown>")

@@ -1399,12 +1399,13 @@ bool emit::printLLVMFromLoops(const ir::Module &module,
     if (options.roots.empty() || llvm::is_contained(options.roots, f->name))
       if (wanted.insert(f.get()).second)
         work.push_back(f.get());
+  llvm::StringMap<const LoopFunction *> byName = lowered->functionsByName();
   while (!work.empty()) {
     const LoopFunction *f = work.back();
     work.pop_back();
     walk(f->body, [&](const Stmt &s) {
       if (s.kind == Stmt::Kind::Call && !s.isExtern)
-        if (const LoopFunction *callee = lowered->lookup(s.callee))
+        if (const LoopFunction *callee = byName.lookup(s.callee))
           if (wanted.insert(callee).second)
             work.push_back(callee);
     });

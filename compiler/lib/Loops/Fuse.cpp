@@ -42,6 +42,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cmath>
@@ -105,15 +106,18 @@ bool unify(const Expr &pattern, const Expr &e, const std::set<unsigned> &vars,
 }
 
 /// `e` with each bound loop variable replaced by (a copy of) its binding.
+/// Each node is copied once (copying a whole subtree at each level and
+/// then replacing its operands costs the square of the depth).
 ExprPtr substitute(const Expr &e, const Binding &binding) {
   if (e.kind == Expr::Kind::LoopVar) {
     auto it = binding.find(e.var);
     if (it != binding.end())
       return it->second->clone();
   }
-  ExprPtr copy = e.clone();
-  for (size_t i = 0; i < e.args.size(); ++i)
-    copy->args[i] = substitute(*e.args[i], binding);
+  ExprPtr copy = e.cloneNode();
+  copy->args.reserve(e.args.size());
+  for (const ExprPtr &a : e.args)
+    copy->args.push_back(substitute(*a, binding));
   return copy;
 }
 
@@ -136,16 +140,9 @@ void replaceLoads(ExprPtr &e, const Buffer *from, Buffer *to) {
     replaceLoads(a, from, to);
 }
 
-/// Every expression slot of a statement (not of nested ones).
-std::vector<ExprPtr *> exprSlots(Stmt &s) {
-  std::vector<ExprPtr *> slots;
-  forEachExprSlot(s, [&](ExprPtr &e) { slots.push_back(&e); });
-  return slots;
-}
-
 class Fuser {
 public:
-  explicit Fuser(LoopFunction &fn) : fn(fn) {}
+  Fuser(LoopFunction &fn, uint64_t &work) : fn(fn), work(work) {}
 
   /// One sweep from the last top-level statement to the first, fusing
   /// every producer it can; false when nothing fused. Going backwards, a
@@ -177,10 +174,17 @@ public:
 
 private:
   LoopFunction &fn;
+  /// Statements indexed, readers and block positions looked at, and
+  /// statements moved (`gradc-opt --loop-work`).
+  uint64_t &work;
 
-  /// Where each statement sits: its block and its top-level statement.
+  /// Where each statement sits: its block, its position there when the
+  /// sweep began (a sweep erases only top-level statements, leaving their
+  /// slots, and inserts at its end, so positions hold through it) and its
+  /// top-level statement.
   struct Place {
     Block *block;
+    size_t position;
     const Stmt *top;
   };
   llvm::DenseMap<const Stmt *, Place> places;
@@ -223,6 +227,7 @@ private:
         continue;
       stack.emplace_back(std::move(top), false);
       while (!stack.empty()) {
+        ++work;
         auto [s, expanded] = std::move(stack.back());
         stack.pop_back();
         auto it = expanded ? before.end() : before.find(s.get());
@@ -242,8 +247,8 @@ private:
 
   void noteReads(const Stmt &s) {
     llvm::SmallVector<const Buffer *, 4> read;
-    for (ExprPtr *e : exprSlots(const_cast<Stmt &>(s)))
-      collectLoads(**e, read);
+    forEachExprSlot(const_cast<Stmt &>(s),
+                    [&](ExprPtr &e) { collectLoads(*e, read); });
     for (const Buffer *b : read) {
       auto &list = readers[b];
       if (list.empty() || list.back() != &s)
@@ -262,10 +267,11 @@ private:
   void indexBlock(Block &block, const Stmt *top,
                   llvm::DenseMap<const Buffer *, unsigned> &writes,
                   llvm::SmallVectorImpl<unsigned> &loopVars) {
-    for (StmtPtr &sp : block) {
-      Stmt &s = *sp;
+    for (size_t i = 0; i < block.size(); ++i) {
+      Stmt &s = *block[i];
+      ++work;
       const Stmt *t = top ? top : &s;
-      places[&s] = {&block, t};
+      places[&s] = {&block, i, t};
       enclosing[&s].assign(loopVars.begin(), loopVars.end());
       noteReads(s);
       if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) {
@@ -345,9 +351,12 @@ private:
     }
     vars.insert(at->var);
     Block &body = at->body;
-    if (body.empty() || body.back()->kind != Stmt::Kind::Store)
+    // Only a scratch buffer's producer fuses: checked before the walk, as
+    // the one loop left of a fused chain has thousands of definitions.
+    if (body.empty() || body.back()->kind != Stmt::Kind::Store ||
+        body.back()->buffer->kind != Buffer::Kind::Scratch)
       return nullptr;
-    std::set<const Buffer *> defined;
+    llvm::SmallPtrSet<const Buffer *, 8> defined;
     for (const StmtPtr &def : body) {
       if (def->kind != Stmt::Kind::Store ||
           readsOtherLocal(*def->value, defined))
@@ -362,8 +371,9 @@ private:
   }
 
   /// Whether `e` reads a local other than those in `defined`.
-  static bool readsOtherLocal(const Expr &e,
-                              const std::set<const Buffer *> &defined) {
+  static bool
+  readsOtherLocal(const Expr &e,
+                  const llvm::SmallPtrSetImpl<const Buffer *> &defined) {
     if (e.kind == Expr::Kind::Load && e.buffer->kind == Buffer::Kind::Local &&
         !defined.count(e.buffer))
       return true;
@@ -389,6 +399,7 @@ private:
     llvm::SmallVector<const Stmt *, 2> found = liveReaders(p);
     if (found.empty())
       return false;
+    work += found.size();
     // Every load of p in each reader at one index, matching the store's.
     std::vector<Binding> bindings;
     std::vector<const Expr *> readIndices;
@@ -398,13 +409,14 @@ private:
       Stmt &reader = const_cast<Stmt &>(*r);
       const Expr *readIndex = nullptr;
       bool consistent = true;
-      for (ExprPtr *slot : exprSlots(reader))
-        walkLoads(**slot, p, [&](const Expr &load) {
+      forEachExprSlot(reader, [&](ExprPtr &slot) {
+        walkLoads(*slot, p, [&](const Expr &load) {
           if (!readIndex)
             readIndex = load.args[0].get();
           else if (!sameExpr(*readIndex, *load.args[0]))
             consistent = false;
         });
+      });
       Binding binding;
       if (!readIndex || !consistent ||
           !unify(*store->index, *readIndex, vars, binding) ||
@@ -479,8 +491,8 @@ private:
       }
       for (size_t r : groups[g].members) {
         Stmt &reader = const_cast<Stmt &>(*found[r]);
-        for (ExprPtr *slot : exprSlots(reader))
-          replaceLoads(*slot, p, local);
+        forEachExprSlot(reader,
+                        [&](ExprPtr &slot) { replaceLoads(slot, p, local); });
       }
       const Stmt *first = found[groups[g].first];
       Place place = places.lookup(first);
@@ -535,14 +547,13 @@ private:
     for (Group &g : groups) {
       if (g.members.size() == 1)
         continue;
-      // The first member in the block's order.
+      // The first member in the block's order (members are statements of
+      // the block, not pending definitions: their positions are known).
       auto position = [&](const Stmt *s) -> size_t {
+        ++work;
         if (g.block == &fn.body)
           return order.lookup(s);
-        for (size_t i = 0; i < g.block->size(); ++i)
-          if ((*g.block)[i].get() == s)
-            return i;
-        return g.block->size();
+        return places.lookup(s).position;
       };
       for (size_t r : g.members)
         if (position(found[r]) < position(found[g.first]))
@@ -723,9 +734,14 @@ public:
 
 } // namespace
 
+static uint64_t lastWork = 0;
+
+uint64_t loops::fuseElementwiseWork() { return lastWork; }
+
 bool loops::fuseElementwise(LoopModule &module, std::string &) {
+  lastWork = 0;
   for (auto &fn : module.functions) {
-    Fuser fuser(*fn);
+    Fuser fuser(*fn, lastWork);
     while (fuser.sweep()) {
     }
   }

@@ -71,7 +71,7 @@ llvm::StringRef loops::kernelName(Kernel k) {
 // Expressions
 //===----------------------------------------------------------------------===//
 
-ExprPtr Expr::clone() const {
+ExprPtr Expr::cloneNode() const {
   auto e = std::make_unique<Expr>(kind, type);
   e->value = value;
   e->name = name;
@@ -79,6 +79,12 @@ ExprPtr Expr::clone() const {
   e->buffer = buffer;
   e->op = op;
   e->fn = fn;
+  return e;
+}
+
+ExprPtr Expr::clone() const {
+  ExprPtr e = cloneNode();
+  e->args.reserve(args.size());
   for (const ExprPtr &a : args)
     e->args.push_back(a->clone());
   return e;
@@ -255,6 +261,13 @@ const LoopFunction *LoopModule::lookup(llvm::StringRef name) const {
     if (f->name == name)
       return f.get();
   return nullptr;
+}
+
+llvm::StringMap<const LoopFunction *> LoopModule::functionsByName() const {
+  llvm::StringMap<const LoopFunction *> byName;
+  for (const auto &f : functions)
+    byName.try_emplace(f->name, f.get());
+  return byName;
 }
 
 bool loops::isLaneLoop(const Stmt &s) {

@@ -8,6 +8,8 @@
 
 #include "gradc/Loops/Loops.h"
 
+#include "gradc/Basic/Timing.h"
+
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -76,8 +78,11 @@ bool loops::runLoopPasses(LoopModule &module, llvm::StringRef names,
       error = "unknown loop pass '" + name.trim().str() + "'; known: " + known;
       return false;
     }
-    if (!pass->run(module, error))
-      return false;
+    {
+      TimeRegion region(pass->name);
+      if (!pass->run(module, error))
+        return false;
+    }
     if (verifyEach && !verifyLoops(module, error)) {
       error = "after loop pass '" + std::string(pass->name) + "': " + error;
       return false;
@@ -88,7 +93,11 @@ bool loops::runLoopPasses(LoopModule &module, llvm::StringRef names,
 
 std::unique_ptr<LoopModule> loops::lowerForBackend(const ir::Module &module,
                                                    std::string &error) {
-  std::unique_ptr<LoopModule> lowered = lowerModule(module, error);
+  std::unique_ptr<LoopModule> lowered;
+  {
+    TimeRegion region("lower to loops");
+    lowered = lowerModule(module, error);
+  }
   if (!lowered || !verifyLoops(*lowered, error))
     return nullptr;
   if (!runLoopPasses(*lowered, defaultLoopPipeline, error,

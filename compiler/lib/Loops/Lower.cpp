@@ -395,7 +395,7 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
   fn.name = src.getName().str();
   fn.sizeNames = src.getSizeNames();
   Lowering l(module, src, fn);
-  ir::ValueNamer names(src);
+  const ir::ValueNamer &names = l.valueNames();
   for (const ir::Value *p : src.getParams()) {
     Buffer *b = fn.addBuffer(Buffer::Kind::Param, p->getType().dtype,
                              p->getType().shape, plainName(names, p));

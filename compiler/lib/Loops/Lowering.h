@@ -163,6 +163,9 @@ public:
     return false;
   }
 
+  /// The names of the function's values as the IR printer gives them.
+  const ir::ValueNamer &valueNames() const { return names; }
+
 private:
   llvm::DenseMap<const ir::Value *, Buffer *> buffers;
   llvm::DenseMap<const ir::Value *, Buffer *> outputFor;

@@ -65,9 +65,10 @@ Buffer *rootOf(Buffer *b) {
 ExprPtr substitute(const Expr &e, unsigned var, const Expr &by) {
   if (e.kind == Expr::Kind::LoopVar && e.var == var)
     return by.clone();
-  ExprPtr copy = e.clone();
-  for (size_t i = 0; i < e.args.size(); ++i)
-    copy->args[i] = substitute(*e.args[i], var, by);
+  ExprPtr copy = e.cloneNode();
+  copy->args.reserve(e.args.size());
+  for (const ExprPtr &a : e.args)
+    copy->args.push_back(substitute(*a, var, by));
   return copy;
 }
 

@@ -16,10 +16,11 @@
 
 #include "Rewriter.h"
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
-#include <unordered_map>
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -27,13 +28,13 @@ using namespace gradc::transforms;
 
 namespace {
 
-/// A string that is equal for two ops exactly when they compute the same
-/// thing: kind, operand identities, attributes (with their variant kind),
-/// result types and gradient rule. Only used as a map key, so operands are
-/// identified by address.
-std::string computationKey(const Op &op) {
-  std::string key;
-  llvm::raw_string_ostream os(key);
+/// Writes to `key` a string that is equal for two ops exactly when they compute
+/// the same thing: kind, operand identities, attributes (with their variant
+/// kind), result types and gradient rule. Only used as a map key, so operands
+/// are identified by address.
+void computationKey(const Op &op, llvm::SmallVectorImpl<char> &key) {
+  key.clear();
+  llvm::raw_svector_ostream os(key);
   os << op.getName() << '(';
   for (const Value *v : op.getOperands())
     os << static_cast<const void *>(v) << ',';
@@ -49,7 +50,6 @@ std::string computationKey(const Op &op) {
   const GradRuleAttr &rule = op.getGradRule();
   if (rule.isSet())
     os << " rule " << rule.function << '/' << rule.ruleName << '/' << rule.via;
-  return key;
 }
 
 } // namespace
@@ -57,11 +57,15 @@ std::string computationKey(const Op &op) {
 bool gradc::runCSE(Module &module, DiagnosticEngine &) {
   for (const auto &fn : module.getFunctions()) {
     FunctionRewriter rewriter(*fn);
-    std::unordered_map<std::string, Op *> seen;
+    // A StringMap keeps each key in its entry (one allocation, not a
+    // node and a string); the key is built on the stack.
+    llvm::StringMap<Op *> seen;
+    llvm::SmallString<256> key;
     rewriter.run([&](Op &op) {
       // Operands were already redirected to the kept ops' results, so a
       // chain of duplicates collapses in this one walk.
-      auto [it, inserted] = seen.try_emplace(computationKey(op), &op);
+      computationKey(op, key);
+      auto [it, inserted] = seen.try_emplace(key, &op);
       if (inserted)
         return false;
       return rewriter.replaceOp(

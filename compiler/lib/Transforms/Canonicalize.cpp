@@ -35,6 +35,8 @@ constexpr unsigned maxRounds = 16;
 std::string fingerprint(const Module &module) {
   std::string text;
   llvm::raw_string_ostream os(text);
+  // Buffered: unbuffered, each `<<` is a call that appends to the string.
+  os.SetBuffered();
   for (const auto &fn : module.getFunctions()) {
     llvm::DenseMap<const Value *, unsigned> number;
     for (const Value *p : fn->getParams())
@@ -58,6 +60,7 @@ std::string fingerprint(const Module &module) {
       os << " %" << number.lookup(v);
     os << '\n';
   }
+  os.flush();
   return text;
 }
 

@@ -76,7 +76,8 @@ cl::opt<std::string> loopPasses(
 cl::opt<bool> loopWork(
     "loop-work",
     cl::desc("With --emit=loops: print to stderr the accesses the merge "
-             "pass looked at (a deterministic measure of its time)"),
+             "pass and the statements the fuse pass looked at (a "
+             "deterministic measure of their time)"),
     cl::cat(optCategory));
 
 cl::opt<bool> verify("verify",
@@ -131,9 +132,12 @@ std::unique_ptr<loops::LoopModule> lowerToLoops(const ir::Module &module,
   if (!lowered || !loops::verifyLoops(*lowered, error) ||
       !loops::runLoopPasses(*lowered, loopPasses, error, verifyEach))
     return nullptr;
-  if (loopWork)
+  if (loopWork) {
     llvm::errs() << "merge: " << loops::mergeLoopsWork()
                  << " accesses looked at\n";
+    llvm::errs() << "fuse: " << loops::fuseElementwiseWork()
+                 << " statements looked at\n";
+  }
   return lowered;
 }
 

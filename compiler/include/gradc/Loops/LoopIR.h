@@ -26,6 +26,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -79,10 +80,14 @@ struct Expr {
   Buffer *buffer = nullptr;
   PrimOp op = PrimOp::Add;
   Intrinsic fn = Intrinsic::Exp;
-  std::vector<std::unique_ptr<Expr>> args;
+  /// The operands, kept in the node up to two (no allocation of their
+  /// own: a chain of 100,000 steps has millions of nodes).
+  llvm::SmallVector<std::unique_ptr<Expr>, 2> args;
 
   Expr(Kind kind, ScalarType type) : kind(kind), type(type) {}
   std::unique_ptr<Expr> clone() const;
+  /// A copy of this node without its operands.
+  std::unique_ptr<Expr> cloneNode() const;
 };
 
 using ExprPtr = std::unique_ptr<Expr>;
@@ -280,6 +285,10 @@ struct LoopModule {
   std::vector<std::unique_ptr<LoopFunction>> functions;
   std::string sourceName;
   const LoopFunction *lookup(llvm::StringRef name) const;
+  /// Each name's function as lookup finds it (the first of that name), for
+  /// a caller that looks up many: lookup walks the functions (a chain of
+  /// 10,000 functions, each calling the one before).
+  llvm::StringMap<const LoopFunction *> functionsByName() const;
 };
 
 /// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32

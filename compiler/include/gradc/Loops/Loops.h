@@ -62,6 +62,10 @@ bool expandMatMuls(LoopModule &module, std::string &error);
 /// `fuse`: an elementwise producer nest whose buffer one statement reads is
 /// computed there instead (Fuse.cpp).
 bool fuseElementwise(LoopModule &module, std::string &error);
+/// The statements the last fuseElementwise indexed, moved and looked at
+/// as readers or for their position in a block: linear in the size of the
+/// module (`gradc-opt --loop-work`; test/Loops/fuse-linear.test).
+uint64_t fuseElementwiseWork();
 /// `merge`: adjacent loops over the same rows become one, and a scratch
 /// buffer used one row at a time shrinks to a row (MergeLoops.cpp).
 bool mergeLoops(LoopModule &module, std::string &error);

@@ -164,10 +164,24 @@ void mulGrad(GradContext &ctx, const ir::Op &op) {
 }
 
 // z = x / y:   dx += dz / y    dy += -(dz * z) / y     (since -x/y^2 = -z/y)
+//
+// When y is broadcast against z (a row's norm, a sum), both divide by y
+// once per element of y rather than once per element of z:
+//   dx += dz * (1 / y)    dy += -sum(dz * z) / y
+// where the sum runs over the axes y was broadcast along. Divisions are
+// the slowest f32 arithmetic (layer norm's gradient was bound by them).
 void divGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *x = op.getOperand(0), *y = op.getOperand(1), *z = op.getResult();
   Value *dz = ctx.adjointOf(z);
+  if (y->getType().shape != z->getType().shape) {
+    if (ctx.isActive(x))
+      ctx.accumulate(x, b.mul(dz, b.div(ctx.scalarLike(y, 1), y)));
+    if (ctx.isActive(y))
+      ctx.accumulate(
+          y, b.neg(b.div(ctx.fitToType(b.mul(dz, z), y->getType()), y)));
+    return;
+  }
   if (ctx.isActive(x))
     ctx.accumulate(x, b.div(dz, y));
   if (ctx.isActive(y))

@@ -9,6 +9,8 @@
 
 #include "Rewriter.h"
 
+#include "gradc/IR/Builder.h"
+
 using namespace gradc;
 using namespace gradc::ir;
 using namespace gradc::transforms;
@@ -122,4 +124,41 @@ const std::vector<double> *transforms::getConstantValues(const Value *v) {
 
 bool transforms::isDefinedBy(const Value *v, OpKind kind) {
   return v->getDefiningOp() && v->getDefiningOp()->getKind() == kind;
+}
+
+/// Copies `op` to the end of `to`, mapping its operands through `map`.
+static void cloneOp(const Op &op, Function &to,
+                    llvm::DenseMap<const Value *, Value *> &map) {
+  llvm::SmallVector<Value *, 3> operands;
+  for (const Value *v : op.getOperands())
+    operands.push_back(map.lookup(v));
+  llvm::SmallVector<TensorType, 1> types;
+  std::vector<std::string> names;
+  for (const Value *r : op.getResults()) {
+    types.push_back(r->getType());
+    names.push_back(r->getName().str());
+  }
+  Op *copy = to.createOp(op.getKind(), operands, types, op.getAttrs(),
+                         op.getLoc(), names);
+  copy->getGradRule() = op.getGradRule();
+  copy->setNote(op.getNote());
+  copy->setProvenance(op.getProvenance());
+  for (auto [from, into] : llvm::zip(op.getResults(), copy->getResults()))
+    map[from] = into;
+}
+
+void transforms::cloneOrFill(const Op &op, Function &to,
+                             llvm::DenseMap<const Value *, Value *> &map) {
+  if (!isFill(op) || map.count(op.getOperand(0))) {
+    cloneOp(op, to, map);
+    return;
+  }
+  Builder b(to);
+  b.setLoc(op.getLoc());
+  b.setNote(op.getNote());
+  b.setProvenance(op.getProvenance());
+  double fill = op.getKind() == OpKind::OnesLike ? 1.0 : 0.0;
+  Value *c = b.constant(op.getResult()->getType(), {fill});
+  c->setName(op.getResult()->getName());
+  map[op.getResult()] = c;
 }

@@ -76,6 +76,21 @@ const std::vector<double> *getConstantValues(const ir::Value *v);
 /// Whether `v` is defined by an op of `kind`.
 bool isDefinedBy(const ir::Value *v, OpKind kind);
 
+/// Whether `op` is a `zeros_like` or `ones_like`, whose operand gives only
+/// its type.
+inline bool isFill(const ir::Op &op) {
+  return op.getKind() == OpKind::ZerosLike || op.getKind() == OpKind::OnesLike;
+}
+
+/// Copies `op` to the end of `to` (the passes that cut a function in two:
+/// split, tape-residuals), its operands mapped through `map`, which then
+/// maps its results to the copy's. A `zeros_like`/`ones_like` whose
+/// operand `map` lacks becomes a constant of its type (only the type
+/// matters): canonicalization may leave a fill of a value of the other
+/// half, a forward `zeros_like` of a cotangent of the same type, say.
+void cloneOrFill(const ir::Op &op, ir::Function &to,
+                 llvm::DenseMap<const ir::Value *, ir::Value *> &map);
+
 /// Whether `op` has a gradient rule chosen by an annotation; such ops are
 /// never rewritten (see Passes.h).
 inline bool hasCustomGradient(const ir::Op &op) {

@@ -39,11 +39,14 @@
 #include "gradc/AD/ReverseMode.h"
 #include "gradc/IR/Builder.h"
 
+#include "Rewriter.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 using namespace gradc;
 using namespace gradc::ir;
+using namespace gradc::transforms;
 
 namespace {
 
@@ -54,10 +57,6 @@ struct Cut {
   /// Forward values that f_bwd reads, in order of definition.
   std::vector<const Value *> residuals;
 };
-
-bool isFill(const Op &op) {
-  return op.getKind() == OpKind::ZerosLike || op.getKind() == OpKind::OnesLike;
-}
 
 /// Step 1: the ops that the first `numResults` returned values depend on.
 void markForward(const Function &vjp, unsigned numResults, Cut &cut) {
@@ -104,47 +103,6 @@ void markBackward(const Function &vjp, unsigned numResults, Cut &cut) {
     for (const Value *r : op->getResults())
       if (residuals.contains(r))
         cut.residuals.push_back(r);
-}
-
-/// Copies `op` to the end of `to`, mapping its operands through `map`.
-void cloneOp(const Op &op, Function &to,
-             llvm::DenseMap<const Value *, Value *> &map) {
-  llvm::SmallVector<Value *, 3> operands;
-  for (const Value *v : op.getOperands())
-    operands.push_back(map.lookup(v));
-  llvm::SmallVector<TensorType, 1> types;
-  std::vector<std::string> names;
-  for (const Value *r : op.getResults()) {
-    types.push_back(r->getType());
-    names.push_back(r->getName().str());
-  }
-  Op *copy = to.createOp(op.getKind(), operands, types, op.getAttrs(),
-                         op.getLoc(), names);
-  copy->getGradRule() = op.getGradRule();
-  copy->setNote(op.getNote());
-  copy->setProvenance(op.getProvenance());
-  for (auto [from, into] : llvm::zip(op.getResults(), copy->getResults()))
-    map[from] = into;
-}
-
-/// cloneOp, except that a `zeros_like`/`ones_like` whose operand `to`
-/// does not have becomes a constant of its type (only the type matters).
-/// Canonicalization may leave a fill of a value of the other half: a
-/// forward `zeros_like` of a cotangent of the same type, say.
-void cloneOrFill(const Op &op, Function &to,
-                 llvm::DenseMap<const Value *, Value *> &map) {
-  if (!isFill(op) || map.count(op.getOperand(0))) {
-    cloneOp(op, to, map);
-    return;
-  }
-  Builder b(to);
-  b.setLoc(op.getLoc());
-  b.setNote(op.getNote());
-  b.setProvenance(op.getProvenance());
-  double fill = op.getKind() == OpKind::OnesLike ? 1.0 : 0.0;
-  Value *c = b.constant(op.getResult()->getType(), {fill});
-  c->setName(op.getResult()->getName());
-  map[op.getResult()] = c;
 }
 
 void cloneParams(const Function &from, unsigned begin, unsigned end,

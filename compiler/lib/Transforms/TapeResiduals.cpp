@@ -50,6 +50,8 @@
 #include "gradc/IR/Builder.h"
 #include "gradc/IR/Inline.h"
 
+#include "Rewriter.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -57,6 +59,7 @@
 
 using namespace gradc;
 using namespace gradc::ir;
+using namespace gradc::transforms;
 
 namespace {
 
@@ -65,10 +68,6 @@ constexpr llvm::StringLiteral tripName = "gradc_loop_trip";
 
 bool isForOver(const Op &op, llvm::StringRef body) {
   return op.getKind() == OpKind::For && op.getAttrs().getString("body") == body;
-}
-
-bool isFill(const Op &op) {
-  return op.getKind() == OpKind::ZerosLike || op.getKind() == OpKind::OnesLike;
 }
 
 /// Ops that V.bwd recomputes rather than load from the tape: layout ops,
@@ -170,37 +169,6 @@ Cut cutVJP(const Function &vjp, unsigned numCotangents) {
   return cut;
 }
 
-/// Copies `op` to the end of `to`, its operands mapped through `map`; a
-/// fill whose operand `to` lacks becomes a constant of its type.
-void cloneOp(const Op &op, Function &to,
-             llvm::DenseMap<const Value *, Value *> &map) {
-  if (isFill(op) && !map.count(op.getOperand(0))) {
-    Builder b(to);
-    b.setLoc(op.getLoc());
-    b.setNote(op.getNote());
-    Value *c = b.constant(op.getResult()->getType(),
-                          {op.getKind() == OpKind::OnesLike ? 1.0 : 0.0});
-    map[op.getResult()] = c;
-    return;
-  }
-  llvm::SmallVector<Value *, 3> operands;
-  for (const Value *v : op.getOperands())
-    operands.push_back(map.lookup(v));
-  llvm::SmallVector<TensorType, 2> types;
-  std::vector<std::string> names;
-  for (const Value *r : op.getResults()) {
-    types.push_back(r->getType());
-    names.push_back(r->getName().str());
-  }
-  Op *copy = to.createOp(op.getKind(), operands, types, op.getAttrs(),
-                         op.getLoc(), names);
-  copy->getGradRule() = op.getGradRule();
-  copy->setNote(op.getNote());
-  copy->setProvenance(op.getProvenance());
-  for (auto [from, into] : llvm::zip(op.getResults(), copy->getResults()))
-    map[from] = into;
-}
-
 Function *newBody(Module &module, std::string name, const Function &like) {
   Function *fn = module.addFunction(std::move(name));
   fn->setRole(Function::Role::LoopBody);
@@ -217,7 +185,7 @@ Function *buildResiduals(Module &module, const Function &vjp,
     map[p] = res->addParam(p->getType(), p->getName());
   for (const auto &op : vjp.getOps())
     if (cut.forward.contains(op.get()))
-      cloneOp(*op, *res, map);
+      cloneOrFill(*op, *res, map);
   std::vector<Value *> returns;
   for (const Value *r : cut.residuals)
     returns.push_back(map.lookup(r));
@@ -239,7 +207,7 @@ Function *buildBackward(Module &module, const Function &vjp, const Cut &cut) {
   }
   for (const auto &op : vjp.getOps())
     if (cut.backward.contains(op.get()))
-      cloneOp(*op, *bwd, map);
+      cloneOrFill(*op, *bwd, map);
   std::vector<Value *> returns;
   for (const Value *r : vjp.getReturns())
     returns.push_back(map.lookup(r));

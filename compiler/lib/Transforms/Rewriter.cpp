@@ -162,3 +162,31 @@ void transforms::cloneOrFill(const Op &op, Function &to,
   c->setName(op.getResult()->getName());
   map[op.getResult()] = c;
 }
+
+void transforms::markBackward(const Function &fn,
+                              llvm::ArrayRef<const Value *> roots,
+                              llvm::DenseSet<const Value *> given,
+                              llvm::function_ref<bool(const Op &)> recompute,
+                              Cut &cut) {
+  llvm::DenseSet<const Value *> residuals;
+  std::vector<const Value *> work(roots.begin(), roots.end());
+  while (!work.empty()) {
+    const Value *v = work.back();
+    work.pop_back();
+    const Op *def = v->getDefiningOp();
+    if (!def || !given.insert(v).second)
+      continue;
+    if (cut.forward.contains(def) && def->getKind() != OpKind::Constant &&
+        !isFill(*def) && !recompute(*def)) {
+      residuals.insert(v);
+      continue;
+    }
+    cut.backward.insert(def);
+    if (!isFill(*def))
+      llvm::append_range(work, def->getOperands());
+  }
+  for (const auto &op : fn.getOps())
+    for (const Value *r : op->getResults())
+      if (residuals.contains(r))
+        cut.residuals.push_back(r);
+}

@@ -15,6 +15,7 @@
 #include "gradc/IR/IR.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <memory>
@@ -81,6 +82,27 @@ bool isDefinedBy(const ir::Value *v, OpKind kind);
 inline bool isFill(const ir::Op &op) {
   return op.getKind() == OpKind::ZerosLike || op.getKind() == OpKind::OnesLike;
 }
+
+/// A function cut in two (the passes that cut a VJP in two: split,
+/// tape-residuals): the ops of its forward half, those of its backward
+/// half, and the forward values the backward half reads.
+struct Cut {
+  llvm::DenseSet<const ir::Op *> forward;
+  llvm::DenseSet<const ir::Op *> backward;
+  /// In order of definition.
+  std::vector<const ir::Value *> residuals;
+};
+
+/// Walks back from `roots` and marks the backward half of `cut`, whose
+/// forward half is set: an op outside it, and a forward op that the
+/// backward half recomputes (a constant, a fill, or one `recompute`
+/// accepts) is backward; any other forward value it reads is a residual.
+/// Values in `given` (passed to the backward half) stop the walk. A fill
+/// reads only its operand's type (cloneOrFill), so the walk stops there.
+void markBackward(const ir::Function &fn,
+                  llvm::ArrayRef<const ir::Value *> roots,
+                  llvm::DenseSet<const ir::Value *> given,
+                  llvm::function_ref<bool(const ir::Op &)> recompute, Cut &cut);
 
 /// Copies `op` to the end of `to` (the passes that cut a function in two:
 /// split, tape-residuals), its operands mapped through `map`, which then

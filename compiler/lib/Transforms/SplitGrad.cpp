@@ -50,14 +50,6 @@ using namespace gradc::transforms;
 
 namespace {
 
-/// Where each op of the VJP goes.
-struct Cut {
-  llvm::DenseSet<const Op *> forward;
-  llvm::DenseSet<const Op *> backward;
-  /// Forward values that f_bwd reads, in order of definition.
-  std::vector<const Value *> residuals;
-};
-
 /// Step 1: the ops that the first `numResults` returned values depend on.
 void markForward(const Function &vjp, unsigned numResults, Cut &cut) {
   std::vector<const Value *> work(vjp.getReturns().begin(),
@@ -72,37 +64,14 @@ void markForward(const Function &vjp, unsigned numResults, Cut &cut) {
 }
 
 /// Steps 2 and 3: the ops the gradients need outside the forward, and the
-/// forward values they read.
+/// forward values they read. Parameters and results are f_bwd's
+/// parameters.
 void markBackward(const Function &vjp, unsigned numResults, Cut &cut) {
-  llvm::DenseSet<const Value *> residuals;
-  // Parameters and results are f_bwd's parameters.
-  llvm::DenseSet<const Value *> seen(vjp.getReturns().begin(),
-                                     vjp.getReturns().begin() + numResults);
-  std::vector<const Value *> work(vjp.getReturns().begin() + numResults,
-                                  vjp.getReturns().end());
-  while (!work.empty()) {
-    const Value *v = work.back();
-    work.pop_back();
-    if (!seen.insert(v).second)
-      continue;
-    const Op *def = v->getDefiningOp();
-    if (!def)
-      continue;
-    bool inForward = cut.forward.contains(def);
-    if (inForward && def->getKind() != OpKind::Constant && !isFill(*def)) {
-      residuals.insert(v);
-      continue;
-    }
-    cut.backward.insert(def);
-    // A fill needs only its operand's type, which it can take from a
-    // constant (see cloneOrFill); every other op reads its operands.
-    if (!isFill(*def))
-      llvm::append_range(work, def->getOperands());
-  }
-  for (const auto &op : vjp.getOps())
-    for (const Value *r : op->getResults())
-      if (residuals.contains(r))
-        cut.residuals.push_back(r);
+  auto returns = vjp.getReturns();
+  transforms::markBackward(
+      vjp, {returns.begin() + numResults, returns.end()},
+      {returns.begin(), returns.begin() + numResults},
+      [](const Op &) { return false; }, cut);
 }
 
 void cloneParams(const Function &from, unsigned begin, unsigned end,

@@ -115,16 +115,6 @@ TensorType stacked(TensorType type, const Dim &trip) {
   return type;
 }
 
-/// The two halves of a loop VJP.
-struct Cut {
-  /// Ops that read no cotangent.
-  llvm::DenseSet<const Op *> forward;
-  /// Ops V.bwd runs: the others, and the forward ops it recomputes.
-  llvm::DenseSet<const Op *> backward;
-  /// Forward values V.bwd reads from the tape, in order of definition.
-  std::vector<const Value *> residuals;
-};
-
 /// Cuts `vjp`, whose last `numCotangents` parameters are cotangents.
 Cut cutVJP(const Function &vjp, unsigned numCotangents) {
   Cut cut;
@@ -141,31 +131,10 @@ Cut cutVJP(const Function &vjp, unsigned numCotangents) {
   }
   // From the results back: a forward value that V.bwd needs is recomputed
   // when that is cheap, else taped.
-  llvm::DenseSet<const Value *> residuals, seen;
-  std::vector<const Value *> work(vjp.getReturns().begin(),
-                                  vjp.getReturns().end());
-  while (!work.empty()) {
-    const Value *v = work.back();
-    work.pop_back();
-    const Op *def = v->getDefiningOp();
-    if (!def || !seen.insert(v).second)
-      continue;
-    bool recompute = !cut.forward.contains(def) ||
-                     def->getKind() == OpKind::Constant || isFill(*def) ||
-                     isCheap(def->getKind());
-    if (!recompute) {
-      residuals.insert(v);
-      continue;
-    }
-    cut.backward.insert(def);
-    // A fill needs only its operand's type (cloneOrFill).
-    if (!isFill(*def))
-      llvm::append_range(work, def->getOperands());
-  }
-  for (const auto &op : vjp.getOps())
-    for (const Value *r : op->getResults())
-      if (residuals.contains(r))
-        cut.residuals.push_back(r);
+  auto returns = vjp.getReturns();
+  markBackward(
+      vjp, {returns.begin(), returns.end()}, {},
+      [](const Op &op) { return isCheap(op.getKind()); }, cut);
   return cut;
 }
 

@@ -52,6 +52,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOLERANCE = 1e-4
 
+# Issue 14's bar (docs/Performance.md "The bar"): on K1-K5, each backend's
+# gradient takes at most 1.1x the hand-written value+grad, at most 2.5x
+# its own forward, and K4 at most 25 ns per call.
+BAR_KERNELS = ("k1", "k2", "k3", "k4", "k5")
+BAR_RATIO, BAR_GRAD_FWD, BAR_K4_NS = 1.1, 2.5, 25.0
+
 
 # --------------------------------------------------------------------------
 # The kernels: sizes (full and --quick), inputs, the PyTorch function.
@@ -489,6 +495,33 @@ def fmt_ratio(a, b):
     return "%.2fx" % (a / b) if a is not None and b else "-"
 
 
+def bar_row(name, label, grad, base, fwd):
+    """One backend's figures against issue 14's bar, and whether it meets
+    it."""
+    ratio, grad_fwd = grad / base, grad / fwd
+    met = ratio <= BAR_RATIO and grad_fwd <= BAR_GRAD_FWD
+    if name == "k4":
+        met &= grad <= BAR_K4_NS
+    return (name, label, ratio, grad_fwd, grad, met)
+
+
+def print_bar(bar, args):
+    """The bar's summary: a benchmark, never a test (the exit status only
+    says whether the results are right)."""
+    if not bar or args.quick or args.baseline_cpp:
+        return
+    print("\nIssue 14's bar (gradient <= %.1fx hand value+grad, grad/fwd <= "
+          "%.1f, K4 <= %.0f ns), gradc flags: %s" %
+          (BAR_RATIO, BAR_GRAD_FWD, BAR_K4_NS, args.gradc_flags or "(none)"))
+    print("| kernel | backend | grad / hand v+g | grad / fwd | gradient | met |")
+    print("|---|---|---:|---:|---:|---|")
+    for name, label, ratio, grad_fwd, grad, met in bar:
+        print("| %s | %s | %.2fx | %.2fx | %s | %s |" % (
+            name.upper(), label.replace("gradc ", ""), ratio, grad_fwd,
+            fmt_time(grad), "yes" if met else "no"))
+    print("met on %d of %d" % (sum(r[-1] for r in bar), len(bar)))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true",
@@ -556,6 +589,7 @@ def main():
             args.gradc_flags or "(none)",
             "; baseline's: " + (args.baseline_flags or "(none)")
             if args.baseline_cpp else ""))
+    bar = []
     for name in args.kernels.split(","):
         spec = KERNELS[name]
         sizes = spec["quick"] if args.quick else spec["sizes"]
@@ -661,6 +695,8 @@ def main():
                 fmt_ratio(grad if grad else vg, fwd), err,
                 "" if err <= TOLERANCE else " FAIL"))
             ok &= err <= TOLERANCE
+            if name in BAR_KERNELS and key in ("cpp", "llvm") and grad:
+                bar.append(bar_row(name, label, grad, base, fwd))
         for label, f, fb in torch_rows:
             print("| %s | %s | - | %s | - | %s | %s | - |" % (
                 label, fmt_time(f), fmt_time(fb), fmt_ratio(fb, base),
@@ -672,6 +708,7 @@ def main():
                   LLVM_SKIPPED[name])
     print("\n%s" % ("all results agree with PyTorch f64 within %g" % TOLERANCE
                     if ok else "FAIL: some result differs from PyTorch f64"))
+    print_bar(bar, args)
     if have_torch and not args.no_torch and not args.quick:
         # The cost of a call from Python (docs/Python.md), on K4's sizes.
         print("\nCalls from Python (bench/python_overhead.py)")

@@ -6,7 +6,7 @@
 //   for %i < R {
 //     W:  for %j < E { ...; %t[%j] = V }        (sets the whole row)
 //         ...                                   (reads %t: a sum)
-//     L:  for %k < E { %out[%i * E + %k] = f(%t[%k]) }
+//     L:  for %k < E { ...; %out[%i * E + %k] = f(%t[%k]) }
 //   }
 //
 // lives in that output row instead: each access %t[e] becomes
@@ -17,10 +17,10 @@
 // misses now come while the exponentials are computed, and the scaling
 // reads a row in L1. It applies when
 //
-//  1. L is a loop over E whose body is one store into an output (not
-//     viewed) at exactly `%i * E + %k`, of a value that reads %t only at
-//     `%k` and does not read the output; no statement after L in the row
-//     touches %t or the output;
+//  1. L is a loop over E whose body is stores of locals (a value's fused
+//     parts) and last a store into an output (not viewed) at exactly
+//     `%i * E + %k`, which read %t only at `%k` and not the output; no
+//     statement after L in the row touches %t or the output;
 //  2. %t is scratch of E elements and the output's element type, not
 //     viewed, touched by no other top-level statement and by nothing but
 //     loads and stores (no call or kernel operand), and not small enough
@@ -142,29 +142,39 @@ private:
   Buffer *rowFor(size_t r, size_t l) {
     const Stmt &rows = *fn.body[r];
     const Stmt &last = *rows.body[l];
-    if (last.kind != Stmt::Kind::For || last.body.size() != 1)
+    if (last.kind != Stmt::Kind::For || last.body.empty())
       return nullptr;
-    const Stmt &store = *last.body[0];
+    // L's body: the fused locals of the value, then the store.
+    const Stmt &store = *last.body.back();
+    if (store.kind != Stmt::Kind::Store)
+      return nullptr;
     Buffer *out = store.buffer;
-    if (store.kind != Stmt::Kind::Store || out->kind != Buffer::Kind::Output ||
-        viewed.count(out) || reads(*store.value, out))
+    if (out->kind != Buffer::Kind::Output || viewed.count(out))
       return nullptr;
+    for (const StmtPtr &s : last.body)
+      if (s->kind != Stmt::Kind::Store || reads(*s->value, out) ||
+          reads(*s->index, out) ||
+          (s.get() != &store && s->buffer->kind != Buffer::Kind::Local))
+        return nullptr;
     const Expr &extent = *last.extent;
     ExprPtr k = loopVar(last.var);
     if (!sameExpr(*store.index, *rowIndex(rows, extent, k->clone())))
       return nullptr;
-    // %t: the one buffer the value reads at %k that can be it.
+    // %t: the first scratch buffer that L reads at %k.
     Buffer *t = nullptr;
-    walkExprs(store, [&](const Expr &e) {
-      if (e.kind == Expr::Kind::Load &&
-          e.buffer->kind == Buffer::Kind::Scratch && sameExpr(*e.args[0], *k) &&
-          !t)
-        t = e.buffer;
-    });
+    for (const StmtPtr &s : last.body)
+      walkExprs(*s, [&](const Expr &e) {
+        if (e.kind == Expr::Kind::Load &&
+            e.buffer->kind == Buffer::Kind::Scratch &&
+            sameExpr(*e.args[0], *k) && !t)
+          t = e.buffer;
+      });
     if (!t || t->dtype != out->dtype || viewed.count(t) || t->count ||
-        stackSized(*t) || !sameExpr(*t->numElements(), extent) ||
-        !loadsOnlyAt(*store.value, t, *k))
+        stackSized(*t) || !sameExpr(*t->numElements(), extent))
       return nullptr;
+    for (const StmtPtr &s : last.body)
+      if (!loadsOnlyAt(*s->value, t, *k) || reads(*s->index, t))
+        return nullptr;
     for (size_t i = l + 1; i < rows.body.size(); ++i)
       if (touches(*rows.body[i], t) || touches(*rows.body[i], out))
         return nullptr;
@@ -222,7 +232,7 @@ private:
 
   void rewrite(Stmt &rows, size_t l, Buffer *t) {
     Stmt &last = *rows.body[l];
-    Buffer *out = last.body[0]->buffer;
+    Buffer *out = last.body.back()->buffer;
     ExprPtr extent = last.extent->clone();
     for (StmtPtr &s : rows.body)
       retarget(*s, rows, *extent, t, out);

@@ -33,6 +33,11 @@ const LoopPass loopPasses[] = {
      "moves the definition of a local that an inner loop does not change "
      "out of that loop (Hoist.cpp)",
      hoistInvariants},
+    {"inplace",
+     "keeps a scratch row that the row's last loop reads to store the "
+     "output's row in that output row, which the loop then rewrites in "
+     "place (InPlace.cpp)",
+     keepRowsInPlace},
     {"jam",
      "works on four (or two) rows at a time (unroll and jam) in a loop over "
      "rows whose sums are chains of adds and that adds column sums across "

@@ -92,11 +92,15 @@ void maxGrad(GradContext &ctx, const ir::Op &op) {
 }
 
 // y = logsumexp(x, axes) = ln sum(e^x):
-//   dx += reshape(dy, K) * e^(x - m) / sum(e^(x - m))   (the softmax of x)
+//   dx += reshape(dy, K) * (e^(x - m) * (1 / sum(e^(x - m))))  (the softmax)
 // with m = stop_gradient(max(x, axes, keepdims)). The softmax does not
 // depend on m, so stopping its gradient is exact; shifting by m instead of
 // y keeps the exponent exact where y is large and rounded (at x = [1000,
-// 1000] in f32, e^(x - y) gives 0.4999855, the shifted form 0.5).
+// 1000] in f32, e^(x - y) gives 0.4999855, the shifted form 0.5). The sum
+// is inverted once per row and multiplies each element, as `div`'s rule
+// does for a broadcast divisor (one more rounding: an element may differ
+// from e / sum in its last bit): with the row in L1 (the `inplace` loop
+// pass), a division per element bound K3's scaling pass.
 void logSumExpGrad(GradContext &ctx, const ir::Op &op) {
   ir::Builder &b = ctx.builder();
   Value *x = op.getOperand(0), *y = op.getResult();
@@ -106,7 +110,8 @@ void logSumExpGrad(GradContext &ctx, const ir::Op &op) {
   Value *m = b.unary(OpKind::StopGradient,
                      b.create1(OpKind::Max, {x}, std::move(maxAttrs)));
   Value *e = b.unary(OpKind::Exp, b.sub(x, m));
-  Value *softmax = b.div(e, b.sum(e, reducedAxes(op), /*keepdims=*/true));
+  Value *total = b.sum(e, reducedAxes(op), /*keepdims=*/true);
+  Value *softmax = b.mul(e, b.div(ctx.scalarLike(total, 1), total));
   Value *dy = withKeptAxes(ctx, op, ctx.adjointOf(y));
   ctx.accumulate(x, b.mul(dy, softmax));
 }

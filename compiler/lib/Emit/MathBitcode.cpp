@@ -40,7 +40,10 @@ float gradc_math_pow_f32(float x, float y) { return gradc::pow(x, y); }
 // returns are kept, per thread, for the next call, so that a gradient with
 // large temporaries does not map fresh pages from the kernel and fault
 // them in on every call (glibc serves such blocks with mmap): K5's
-// gradient spent more than half its time there. At most `slots` blocks and
+// gradient spent more than half its time there. Smaller blocks, down to
+// 4 KiB, are kept too: freed at the end of every call they leave the top
+// of glibc's heap free, which it trims and grows again in the next call
+// (Kernels.h). At most `slots` blocks and
 // maxBytes in all are kept; the thread's exit frees them (a pthread key's
 // destructor, so that an object file needs only libc). The printer calls
 // gradc_scratch_take for each block and gradc_scratch_give on every way
@@ -60,7 +63,7 @@ bool gradc_scratch_have_key = false;
 
 namespace {
 
-constexpr size_t minBytes = size_t(64) << 10;
+constexpr size_t minBytes = size_t(4) << 10;
 constexpr size_t maxBytes = size_t(512) << 20;
 constexpr int slots = 16;
 

@@ -146,13 +146,17 @@ namespace detail {
 /// thread, kept for the next call (docs/ABI.md, "Temporaries"). Without it
 /// every call of a gradient with large temporaries maps fresh pages from
 /// the kernel (glibc serves large blocks with mmap) and faults them in:
-/// about a quarter of K2's gradient (docs/Performance.md). Only blocks of
-/// at least `minBytes` are kept (smaller ones are cheap to malloc), at
-/// most `slots` of them and `maxBytes` in all; the thread's exit frees
-/// them. Define GRADC_NO_SCRATCH_CACHE to allocate and free every time.
+/// about a quarter of K2's gradient (docs/Performance.md). Blocks below
+/// 64 KiB come from glibc's heap, but freeing them all at the end of a
+/// call leaves its top free, which glibc gives back to the kernel (trim)
+/// and grows again, page faults included, in the next call: 6 us of the
+/// spiral MLP's 45 us gradient. So blocks of at least `minBytes` (4 KiB)
+/// are kept (smaller ones cost little either way), at most `slots` of
+/// them and `maxBytes` in all; the thread's exit frees them. Define
+/// GRADC_NO_SCRATCH_CACHE to allocate and free every time.
 class ScratchCache {
 public:
-  static constexpr size_t minBytes = size_t(64) << 10;
+  static constexpr size_t minBytes = size_t(4) << 10;
   static constexpr size_t maxBytes = size_t(512) << 20;
   static constexpr int slots = 16;
 

@@ -16,7 +16,8 @@ int main() {
   std::printf("first %d %zu\n", status, cache.keptBytes());
   status = scratch_k2_grad(N, x.data(), dx.data());
   std::printf("second %d %zu\n", status, cache.keptBytes());
-  // Small temporaries are not kept: N = 1000 needs 4000-byte buffers.
+  // Small temporaries (below 4 KiB) are not kept: N = 1000 needs
+  // 4000-byte buffers.
   status = scratch_k2_grad(1000, x.data(), dx.data());
   std::printf("small %d %zu\n", status, cache.keptBytes());
   return 0;

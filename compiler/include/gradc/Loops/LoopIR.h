@@ -30,6 +30,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,6 +86,12 @@ struct Expr {
   llvm::SmallVector<std::unique_ptr<Expr>, 2> args;
 
   Expr(Kind kind, ScalarType type) : kind(kind), type(type) {}
+  // Nodes come from a free list of their own (LoopIR.cpp): passes clone
+  // and free millions of them, and glibc's malloc, which coalesces each
+  // freed chunk with its neighbours, then touches memory all over a heap
+  // of gigabytes (100,000 steps of a gradient).
+  static void *operator new(std::size_t size);
+  static void operator delete(void *p, std::size_t size);
   std::unique_ptr<Expr> clone() const;
   /// A copy of this node without its operands.
   std::unique_ptr<Expr> cloneNode() const;
@@ -149,6 +156,10 @@ struct Buffer {
   ExprPtr count;
 
   /// The number of elements, symbolic.
+  // From a free list, as Expr (a chain of 100,000 steps has a million).
+  static void *operator new(std::size_t size);
+  static void operator delete(void *p, std::size_t size);
+
   ExprPtr numElements() const {
     return count ? count->clone() : extentOf(shape);
   }
@@ -253,6 +264,9 @@ struct Stmt {
   std::vector<std::pair<std::string, ExprPtr>> sizeArgs;
 
   explicit Stmt(Kind kind) : kind(kind) {}
+  // From a free list, as Expr.
+  static void *operator new(std::size_t size);
+  static void operator delete(void *p, std::size_t size);
 };
 
 using StmtPtr = std::unique_ptr<Stmt>;

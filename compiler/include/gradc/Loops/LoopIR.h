@@ -29,6 +29,8 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Allocator.h"
+#include "llvm/Support/StringSaver.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -179,7 +181,10 @@ struct Origin {
   std::string opName; ///< `exp`, or "" when no op (a copy to an output)
   std::string result; ///< the op's first result as printed, `%h`
   SourceLoc loc;
-  std::string rule; ///< the op's provenance note, "" for a source op
+  /// The op's provenance note, "" for a source op. Kept once per op in
+  /// its function (LoopFunction::saveText), not copied into each
+  /// statement: a note is some 60 characters, a heap string of its own.
+  llvm::StringRef rule;
   /// Which gradient mechanism made the op (ir::Provenance::Source, 0, for
   /// forward code); the field a printer or pass asks, `rule` is the text.
   ir::Provenance provenance{};
@@ -288,11 +293,20 @@ struct LoopFunction {
   /// naming a buffer is not a walk over all of them (a 100,000-op chain).
   llvm::StringMap<unsigned> bufferNames, nextSuffix;
 
+  /// A copy of `text` that lives as long as the function (statements'
+  /// Origin::rule).
+  llvm::StringRef saveText(llvm::StringRef text) {
+    return llvm::StringSaver(textStorage).save(text);
+  }
+
   Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,
                     llvm::StringRef name);
   /// Whether parameter `i` is read anywhere (a signature can leave out
   /// the ones that are not, instead of guessing from printed text).
   bool isParamRead(unsigned i) const;
+
+private:
+  llvm::BumpPtrAllocator textStorage;
 };
 
 struct LoopModule {

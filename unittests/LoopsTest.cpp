@@ -13,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
 
 using namespace gradc;
 using namespace gradc::loops;
@@ -148,6 +151,40 @@ TEST(LoopsIR, IndexArithmeticFolds) {
   ASSERT_EQ(n->kind, Expr::Kind::Prim);
   EXPECT_TRUE(isIndexConst(*n->args[0], 6));
   EXPECT_TRUE(isIndexConst(*extentOf({Dim::known(0), Dim::named("N")}), 0));
+}
+
+// Expressions, statements and buffers come from free lists of each thread
+// (LoopIR.cpp): a node made on a thread that has ended stays valid, and
+// once freed on another thread, that thread reuses it.
+TEST(LoopsIR, NodesOutliveTheirThreadAndAreReused) {
+  ExprPtr made;
+  StmtPtr stmt;
+  std::thread([&] {
+    made = prim(PrimOp::Add, constant(ScalarType::F32, 1),
+                constant(ScalarType::F32, 2));
+    stmt = std::make_unique<Stmt>(Stmt::Kind::For);
+    stmt->extent = index(7);
+  }).join();
+  ASSERT_EQ(made->args.size(), 2u);
+  EXPECT_EQ(made->args[1]->value, 2.0);
+  EXPECT_TRUE(isIndexConst(*stmt->extent, 7));
+  // The root is freed last (after its operands), so it is reused first.
+  auto root = reinterpret_cast<uintptr_t>(made.get());
+  made.reset();
+  ExprPtr again = index(5);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again.get()), root);
+  EXPECT_TRUE(isIndexConst(*again, 5));
+  stmt.reset();
+  // Aligned and distinct across slabs (4,096 nodes each).
+  std::vector<ExprPtr> many;
+  for (unsigned i = 0; i < 10000; ++i) {
+    many.push_back(loopVar(i));
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(many.back().get()) %
+                  alignof(std::max_align_t),
+              0u);
+  }
+  for (unsigned i = 0; i < many.size(); ++i)
+    ASSERT_EQ(many[i]->var, i);
 }
 
 } // namespace

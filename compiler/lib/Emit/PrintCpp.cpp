@@ -564,13 +564,14 @@ const std::string &FunctionPrinter::sourceLine(SourceLoc at) {
 /// One comment per source statement or rule: the rule's note, else the
 /// source line.
 void FunctionPrinter::comment(const Origin &origin) {
-  const std::string &text =
-      origin.rule.empty() ? sourceLine(origin.loc) : origin.rule;
+  llvm::StringRef text = origin.rule.empty()
+                             ? llvm::StringRef(sourceLine(origin.loc))
+                             : origin.rule;
   if (text.empty() || text == lastComment)
     return;
   if (!afterBrace())
     out += "\n";
-  lastComment = text;
+  lastComment = text.str();
   for (const std::string &l : wrap(text, lineLimit - indent - 3))
     line("// " + l);
 }

@@ -13,6 +13,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <cstddef>
 
 using namespace gradc;
 using namespace gradc::loops;
@@ -65,6 +66,85 @@ llvm::StringRef loops::kernelName(Kernel k) {
     return "matmul";
   }
   return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Node storage
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Storage for nodes of one size: slabs of NodesPerSlab nodes, and a list
+/// of the freed ones, reused last in, first out. A slab is never given
+/// back (a compilation frees its IR only to build more); each thread has
+/// its own pool, and its slabs outlive it, so that a node may be freed on
+/// another thread than the one that made it.
+template <std::size_t Size> class NodePool {
+  struct FreeNode {
+    FreeNode *next;
+  };
+  static_assert(Size >= sizeof(FreeNode));
+  static constexpr std::size_t NodesPerSlab = 4096;
+  static constexpr std::size_t Align = alignof(std::max_align_t);
+  static constexpr std::size_t Stride = (Size + Align - 1) / Align * Align;
+
+  FreeNode *freeList = nullptr;
+  char *next = nullptr, *end = nullptr;
+
+public:
+  void *allocate() {
+    if (FreeNode *n = freeList) {
+      freeList = n->next;
+      return n;
+    }
+    if (next == end) {
+      next = static_cast<char *>(::operator new(Stride * NodesPerSlab));
+      end = next + Stride * NodesPerSlab;
+    }
+    void *p = next;
+    next += Stride;
+    return p;
+  }
+  void deallocate(void *p) {
+    auto *n = static_cast<FreeNode *>(p);
+    n->next = freeList;
+    freeList = n;
+  }
+};
+
+template <typename T> NodePool<sizeof(T)> &poolOf() {
+  thread_local NodePool<sizeof(T)> pool;
+  return pool;
+}
+} // namespace
+
+void *Expr::operator new(std::size_t size) {
+  assert(size == sizeof(Expr) && "a class derived from Expr");
+  (void)size;
+  return poolOf<Expr>().allocate();
+}
+
+void Expr::operator delete(void *p, std::size_t) {
+  poolOf<Expr>().deallocate(p);
+}
+
+void *Stmt::operator new(std::size_t size) {
+  assert(size == sizeof(Stmt) && "a class derived from Stmt");
+  (void)size;
+  return poolOf<Stmt>().allocate();
+}
+
+void Stmt::operator delete(void *p, std::size_t) {
+  poolOf<Stmt>().deallocate(p);
+}
+
+void *Buffer::operator new(std::size_t size) {
+  assert(size == sizeof(Buffer) && "a class derived from Buffer");
+  (void)size;
+  return poolOf<Buffer>().allocate();
+}
+
+void Buffer::operator delete(void *p, std::size_t) {
+  poolOf<Buffer>().deallocate(p);
 }
 
 //===----------------------------------------------------------------------===//

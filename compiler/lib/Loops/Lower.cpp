@@ -116,10 +116,10 @@ void Lowering::setOrigin(const ir::Op *op) {
   origin.loc = op->getLoc();
   origin.provenance = op->getProvenance();
   if (origin.provenance != ir::Provenance::Source)
-    origin.rule = op->getNote();
+    origin.rule = fn.saveText(op->getNote());
   else if (op->getGradRule().isSet())
-    origin.rule = "rule '" + op->getGradRule().ruleName + "' (" +
-                  op->getGradRule().via + ")";
+    origin.rule = fn.saveText("rule '" + op->getGradRule().ruleName + "' (" +
+                              op->getGradRule().via + ")");
 }
 
 void Lowering::add(Block &block, StmtPtr s) {

@@ -29,7 +29,10 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Allocator.h"
+#include "llvm/Support/StringSaver.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,6 +88,12 @@ struct Expr {
   llvm::SmallVector<std::unique_ptr<Expr>, 2> args;
 
   Expr(Kind kind, ScalarType type) : kind(kind), type(type) {}
+  // Nodes come from a free list of their own (LoopIR.cpp): passes clone
+  // and free millions of them, and glibc's malloc, which coalesces each
+  // freed chunk with its neighbours, then touches memory all over a heap
+  // of gigabytes (100,000 steps of a gradient).
+  static void *operator new(std::size_t size);
+  static void operator delete(void *p, std::size_t size);
   std::unique_ptr<Expr> clone() const;
   /// A copy of this node without its operands.
   std::unique_ptr<Expr> cloneNode() const;
@@ -149,6 +158,10 @@ struct Buffer {
   ExprPtr count;
 
   /// The number of elements, symbolic.
+  // From a free list, as Expr (a chain of 100,000 steps has a million).
+  static void *operator new(std::size_t size);
+  static void operator delete(void *p, std::size_t size);
+
   ExprPtr numElements() const {
     return count ? count->clone() : extentOf(shape);
   }
@@ -168,7 +181,10 @@ struct Origin {
   std::string opName; ///< `exp`, or "" when no op (a copy to an output)
   std::string result; ///< the op's first result as printed, `%h`
   SourceLoc loc;
-  std::string rule; ///< the op's provenance note, "" for a source op
+  /// The op's provenance note, "" for a source op. Kept once per op in
+  /// its function (LoopFunction::saveText), not copied into each
+  /// statement: a note is some 60 characters, a heap string of its own.
+  llvm::StringRef rule;
   /// Which gradient mechanism made the op (ir::Provenance::Source, 0, for
   /// forward code); the field a printer or pass asks, `rule` is the text.
   ir::Provenance provenance{};
@@ -253,6 +269,9 @@ struct Stmt {
   std::vector<std::pair<std::string, ExprPtr>> sizeArgs;
 
   explicit Stmt(Kind kind) : kind(kind) {}
+  // From a free list, as Expr.
+  static void *operator new(std::size_t size);
+  static void operator delete(void *p, std::size_t size);
 };
 
 using StmtPtr = std::unique_ptr<Stmt>;
@@ -274,11 +293,20 @@ struct LoopFunction {
   /// naming a buffer is not a walk over all of them (a 100,000-op chain).
   llvm::StringMap<unsigned> bufferNames, nextSuffix;
 
+  /// A copy of `text` that lives as long as the function (statements'
+  /// Origin::rule).
+  llvm::StringRef saveText(llvm::StringRef text) {
+    return llvm::StringSaver(textStorage).save(text);
+  }
+
   Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,
                     llvm::StringRef name);
   /// Whether parameter `i` is read anywhere (a signature can leave out
   /// the ones that are not, instead of guessing from printed text).
   bool isParamRead(unsigned i) const;
+
+private:
+  llvm::BumpPtrAllocator textStorage;
 };
 
 struct LoopModule {

@@ -240,6 +240,12 @@ void Lowering::maxLanes(Block &block, Buffer *m, const Dim &n,
   bool isFloat = isFloatType(t);
   double lowest =
       isFloat ? -double(INFINITY) : double(std::numeric_limits<int32_t>::min());
+  if (n.isKnown() && n.getSize() <= w) {
+    store(block, m, index(0), constant(t, lowest));
+    if (auto [body, k] = openLoop(block, index(n.getSize())); body)
+      accumulate(*body, m, index(0), Combiner::Max, at(k));
+    return;
+  }
   Buffer *lanes =
       fn.addBuffer(Buffer::Kind::Stack, m->dtype, {Dim::known(w)}, "max_lanes");
   // Redone below when the lanes give 0 (or NaN).
@@ -295,13 +301,22 @@ ExprPtr
 Lowering::sumFewTerms(Block &block, int64_t n,
                       llvm::function_ref<ExprPtr(const ExprPtr &k)> term,
                       bool inF32) {
+  return sumFewTerms(
+      block, n, [&](Block &, const ExprPtr &k) { return term(k); }, inF32);
+}
+
+ExprPtr Lowering::sumFewTerms(
+    Block &block, int64_t n,
+    llvm::function_ref<ExprPtr(Block &body, const ExprPtr &k)> term,
+    bool inF32) {
   const int64_t w = inF32 ? ir::reductionLanesF32 : ir::reductionLanes;
   assert(n >= 1 && n <= w && "a sum of 1 to W terms");
   DType dtype = inF32 ? DType::F32 : DType::F64;
   Buffer *terms =
       fn.addBuffer(Buffer::Kind::Stack, dtype, {Dim::known(n)}, "terms");
   auto [body, k] = openLoop(block, index(n));
-  store(*body, terms, k->clone(), term(k));
+  ExprPtr t = term(*body, k);
+  store(*body, terms, k->clone(), std::move(t));
   // combineLanes' tree over [a, b), null where every lane is empty.
   std::function<ExprPtr(int64_t, int64_t)> tree = [&](int64_t a, int64_t b) {
     if (a >= n)

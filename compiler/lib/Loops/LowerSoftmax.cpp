@@ -25,6 +25,8 @@
 
 #include "Lowering.h"
 
+#include "gradc/IR/Interpreter.h"
+
 #include <cmath>
 
 using namespace gradc;
@@ -63,6 +65,12 @@ void maxAndSum(
     keep(inner, k, load(local, index(0)));
     return cast(sType, load(local, index(0)));
   };
+  if (contiguous && n.isKnown() && n.getSize() >= 1 &&
+      n.getSize() <= (inF32 ? ir::reductionLanesF32 : ir::reductionLanes)) {
+    // One term per lane (a classifier's few logits): no lanes.
+    l.store(body, s, index(0), l.sumFewTerms(body, n.getSize(), term, inF32));
+    return;
+  }
   if (contiguous) {
     Buffer *lanes = l.openLanes(body, inF32);
     l.accumulateLanes(body, lanes, n, term);

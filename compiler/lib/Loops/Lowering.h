@@ -113,6 +113,8 @@ public:
   /// increasing k, because max is exact: only which of -0 and +0, or
   /// which NaN, comes out can depend on the order, so when the lanes give
   /// 0 or NaN the one accumulator runs again (`for k < (redo ? n : 0)`).
+  /// An axis of known extent n <= W (a classifier's few logits) is that
+  /// one accumulator alone: the lanes would cost more than the n terms.
   void maxLanes(Block &block, Buffer *m, const Dim &n,
                 llvm::function_ref<ExprPtr(const ExprPtr &k)> at);
   static ExprPtr combineLanes(Buffer *lanes);
@@ -123,6 +125,12 @@ public:
   ExprPtr sumFewTerms(Block &block, int64_t n,
                       llvm::function_ref<ExprPtr(const ExprPtr &k)> term,
                       bool inF32 = false);
+  /// The same, where the term may first append statements to the body of
+  /// the loop it is computed in (softmax stores e^(x_k - m) there).
+  ExprPtr
+  sumFewTerms(Block &block, int64_t n,
+              llvm::function_ref<ExprPtr(Block &body, const ExprPtr &k)> term,
+              bool inF32);
 
   /// Row-major flat index of `idx` in `shape`: i0 * (d1 * d2) + i1 * d2 + i2.
   static ExprPtr flatIndex(llvm::ArrayRef<Dim> shape,

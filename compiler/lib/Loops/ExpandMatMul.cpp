@@ -96,6 +96,14 @@ bool constIndex(const Expr &e, int64_t &v) {
   return true;
 }
 
+ExprPtr add(ExprPtr a, ExprPtr b) {
+  return prim(PrimOp::Add, std::move(a), std::move(b));
+}
+
+ExprPtr mul(ExprPtr a, ExprPtr b) {
+  return prim(PrimOp::Mul, std::move(a), std::move(b));
+}
+
 bool isVar(const Expr &e, unsigned v) {
   return e.kind == Expr::Kind::LoopVar && e.var == v;
 }
@@ -320,12 +328,15 @@ private:
     }
   }
 
-  StmtPtr newLoop(int64_t extent, const Origin &origin) {
+  StmtPtr newLoop(ExprPtr extent, const Origin &origin) {
     auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
     loop->origin = origin;
     loop->var = fn.numVars++;
-    loop->extent = index(extent);
+    loop->extent = std::move(extent);
     return loop;
+  }
+  StmtPtr newLoop(int64_t extent, const Origin &origin) {
+    return newLoop(index(extent), origin);
   }
 
   StmtPtr expand(const Stmt &s, int64_t m, int64_t k, int64_t n,
@@ -336,12 +347,6 @@ private:
     StmtPtr pLoop = k > 1 ? newLoop(k, origin) : nullptr;
     auto var = [](const StmtPtr &loop) {
       return loop ? loopVar(loop->var) : index(0);
-    };
-    auto add = [](ExprPtr a, ExprPtr b) {
-      return prim(PrimOp::Add, std::move(a), std::move(b));
-    };
-    auto mul = [](ExprPtr a, ExprPtr b) {
-      return prim(PrimOp::Mul, std::move(a), std::move(b));
     };
     // a[i, p], b[p, j], each as stored or where its transpose came from.
     auto element = [&](unsigned op, const StmtPtr &row, const StmtPtr &col,
@@ -397,23 +402,12 @@ private:
     const Origin &origin = s.origin;
     const Expr &m = *s.operands[3], &n = *s.operands[5];
     auto loopOver = [&](const Expr &extent) -> StmtPtr {
-      if (isIndexConst(extent, 1))
-        return nullptr;
-      auto loop = std::make_unique<Stmt>(Stmt::Kind::For);
-      loop->origin = origin;
-      loop->var = fn.numVars++;
-      loop->extent = extent.clone();
-      return loop;
+      return isIndexConst(extent, 1) ? nullptr
+                                     : newLoop(extent.clone(), origin);
     };
     StmtPtr iLoop = loopOver(m), jLoop = loopOver(n);
     ExprPtr i = iLoop ? loopVar(iLoop->var) : index(0);
     ExprPtr j = jLoop ? loopVar(jLoop->var) : index(0);
-    auto add = [](ExprPtr a, ExprPtr b) {
-      return prim(PrimOp::Add, std::move(a), std::move(b));
-    };
-    auto mul = [](ExprPtr a, ExprPtr b) {
-      return prim(PrimOp::Mul, std::move(a), std::move(b));
-    };
     ScalarType acc = s.accType;
     ExprPtr sum = constant(acc, 0);
     for (int64_t p = 0; p < k; ++p) {
@@ -442,10 +436,7 @@ private:
     if (nest->kind == Stmt::Kind::For)
       return nest;
     // M = N = 1: one sum, in a loop of one iteration.
-    auto once = std::make_unique<Stmt>(Stmt::Kind::For);
-    once->origin = origin;
-    once->var = fn.numVars++;
-    once->extent = index(1);
+    StmtPtr once = newLoop(1, origin);
     once->body.push_back(std::move(nest));
     return once;
   }

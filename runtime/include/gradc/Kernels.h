@@ -397,8 +397,10 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
 /// shortKMax terms: the gradient of a layer with two inputs): per row of
 /// c, a row of accumulators to which each p adds a[i, p] times the row p
 /// of b, vectorised over j; every element adds its terms in increasing p
-/// in Acc, as the other kernels do. The register blocks below spend more
-/// on their setup than on k products, and GCC's clone of them for
+/// in Acc, as the other kernels do. A transposed b is first copied, a
+/// chunk of columns at a time, into rows (read in place, its k-strided
+/// elements were gathered one by one). The register blocks below spend
+/// more on their setup than on k products, and GCC's clone of them for
 /// untransposed operands (ipa-cp) is slower still: 200 x 64 x 2 took
 /// 12.3 us there (27.8 us with f64 sums), 4.0 us (6.6 us) here. Not
 /// inlined, so that the blocked kernel stays the size it was.
@@ -412,24 +414,93 @@ void matmulShortK(const T *GRADC_RESTRICT a, Transpose ta,
                   int64_t m, int64_t n, int64_t k) {
   constexpr int64_t chunk = 256;
   Acc acc[chunk];
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j0 = 0; j0 < n; j0 += chunk) {
-      int64_t width = std::min(chunk, n - j0);
+  T rowsOfB[shortKMax * chunk];
+  for (int64_t j0 = 0; j0 < n; j0 += chunk) {
+    int64_t width = std::min(chunk, n - j0);
+    // Row p of the chunk starts at bRows + p * ldb.
+    const T *bRows = b + j0;
+    int64_t ldb = n;
+    if (tb) {
+      for (int64_t j = 0; j < width; ++j)
+        for (int64_t p = 0; p < k; ++p)
+          rowsOfB[p * chunk + j] = b[(j0 + j) * k + p];
+      bRows = rowsOfB;
+      ldb = chunk;
+    }
+    for (int64_t i = 0; i < m; ++i) {
       T *GRADC_RESTRICT ci = c + i * n + j0;
       for (int64_t j = 0; j < width; ++j)
         acc[j] = static_cast<Acc>(ci[j]);
       for (int64_t p = 0; p < k; ++p) {
         Acc aip = static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]);
-        if (tb)
-          for (int64_t j = 0; j < width; ++j)
-            acc[j] += aip * static_cast<Acc>(b[(j0 + j) * k + p]);
-        else
-          for (int64_t j = 0; j < width; ++j)
-            acc[j] += aip * static_cast<Acc>(b[p * n + j0 + j]);
+        const T *GRADC_RESTRICT bp = bRows + p * ldb;
+        for (int64_t j = 0; j < width; ++j)
+          acc[j] += aip * static_cast<Acc>(bp[j]);
       }
       for (int64_t j = 0; j < width; ++j)
         ci[j] = static_cast<T>(acc[j]);
     }
+  }
+}
+
+/// c[i..i+Rows, j0+j..j0+j+16] += op(a)[rows, p0..p0+kb] panel[.., j..j+16]:
+/// a block of Rows x 16 elements of c that accumulate in registers over
+/// the panel (constant trip counts, so compilers unroll and vectorise the
+/// inner loops), each from +0 with its terms in increasing p, and are
+/// added to c at the end (c is +0 there: the kernels overwrite).
+template <int64_t Rows, typename T, typename Acc>
+GRADC_ALWAYS_INLINE void panelBlock(const T *GRADC_RESTRICT a, Transpose ta,
+                                    const Acc *GRADC_RESTRICT panel,
+                                    int64_t ldp, T *GRADC_RESTRICT c, int64_t m,
+                                    int64_t n, int64_t k, int64_t i, int64_t j0,
+                                    int64_t j, int64_t p0, int64_t kb) {
+  constexpr int64_t cols = 16;
+  Acc acc[Rows][cols] = {};
+  for (int64_t p = 0; p < kb; ++p) {
+    const Acc *bp = panel + p * ldp + j;
+    for (int64_t r = 0; r < Rows; ++r) {
+      Acc air = static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
+                                    : a[(i + r) * k + p0 + p]);
+      for (int64_t q = 0; q < cols; ++q)
+        acc[r][q] += air * bp[q];
+    }
+  }
+  for (int64_t r = 0; r < Rows; ++r) {
+    T *GRADC_RESTRICT cr = c + (i + r) * n + j0 + j;
+    for (int64_t q = 0; q < cols; ++q)
+      cr[q] = static_cast<T>(static_cast<Acc>(cr[q]) + acc[r][q]);
+  }
+}
+
+/// The rows [i, m) of a panel, fewer than 4: blocks of as many rows for
+/// the columns that fill blocks of 16 (a weight's gradient of a layer with
+/// two inputs, 2 x 64 x 200, was all scalar code in panelRows: 13 us of
+/// the spiral MLP's gradient), then panelRows for the columns left.
+template <typename T, typename Acc>
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+void panelLastRows(const T *GRADC_RESTRICT a, Transpose ta,
+                   const Acc *GRADC_RESTRICT panel, int64_t ldp,
+                   T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k,
+                   int64_t i, int64_t j0, int64_t nbFull, int64_t nb,
+                   int64_t p0, int64_t kb) {
+  for (int64_t j = 0; j < nbFull; j += 16) {
+    switch (m - i) {
+    case 3:
+      panelBlock<3>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
+      break;
+    case 2:
+      panelBlock<2>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
+      break;
+    case 1:
+      panelBlock<1>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
+      break;
+    default:
+      break;
+    }
+  }
+  panelRows(a, ta, panel, c, m, n, k, i, m, j0, nbFull, nb, p0, kb, ldp);
 }
 
 /// The portable kernel, c[m, n] += op(a)[m, k] op(b)[k, n]. b is copied a
@@ -454,6 +525,17 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
   }
   if (k <= shortKMax) {
     matmulShortK<T, Acc>(a, ta, b, tb, c, m, n, k);
+    return;
+  }
+  if (m < rows && std::is_same_v<T, Acc> && !tb) {
+    // A few rows (a weight's gradient of a layer with two inputs): b's
+    // rows are the panel as stored, and copying them would cost as much
+    // as the product. Blocks of all of k and 256 columns.
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+      int64_t nb = std::min<int64_t>(256, n - j0);
+      panelLastRows(a, ta, reinterpret_cast<const Acc *>(b) + j0, n, c, m, n, k,
+                    0, j0, nb - nb % cols, nb, 0, k);
+    }
     return;
   }
   // A whole panel: all of k, and as many columns (a multiple of 16) as
@@ -501,7 +583,8 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
         panelRows(a, ta, panel, c, m, n, k, i, i + rows, j0, nbFull, nb, p0, kb,
                   nb);
       }
-      panelRows(a, ta, panel, c, m, n, k, i, m, j0, 0, nb, p0, kb, nb);
+      if (i < m)
+        panelLastRows(a, ta, panel, nb, c, m, n, k, i, j0, nbFull, nb, p0, kb);
     }
   }
   std::free(heapBuf);

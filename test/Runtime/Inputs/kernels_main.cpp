@@ -26,7 +26,11 @@ template <typename T> T value() {
     return static_cast<T>(next());
 }
 
-template <typename T> bool checkMatmul(int64_t m, int64_t n, int64_t k) {
+/// The kernels in one order: gradc::matmul (f64 sums of f32 products) or,
+/// with F32Order, gradc::matmulF32 (f32 sums, docs/IR.md "The second
+/// order").
+template <typename T, bool F32Order = false>
+bool checkMatmul(int64_t m, int64_t n, int64_t k) {
   bool ok = true;
   for (int t = 0; t < 4; ++t) {
     gradc::Transpose ta = gradc::Transpose(t & 1), tb = gradc::Transpose(t >> 1);
@@ -38,14 +42,19 @@ template <typename T> bool checkMatmul(int64_t m, int64_t n, int64_t k) {
     c[m * n] = want[m * n] = T(7); // a canary after the end
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        using Acc = typename gradc::detail::Accumulator<T>::type;
+        using Acc =
+            std::conditional_t<F32Order, float,
+                               typename gradc::detail::Accumulator<T>::type>;
         Acc s = 0;
         for (int64_t p = 0; p < k; ++p)
           s += static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]) *
                static_cast<Acc>(tb ? b[j * k + p] : b[p * n + j]);
         want[i * n + j] = static_cast<T>(s);
       }
-    gradc::matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k);
+    if constexpr (F32Order)
+      gradc::matmulF32(a.data(), ta, b.data(), tb, c.data(), m, n, k);
+    else
+      gradc::matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k);
     // Bit for bit: each element adds its terms in increasing p in one
     // accumulator (f64 for f32 data) and rounds once (docs/IR.md).
     for (int64_t i = 0; i <= m * n; ++i)
@@ -55,17 +64,23 @@ template <typename T> bool checkMatmul(int64_t m, int64_t n, int64_t k) {
   return ok;
 }
 
-template <typename T> bool checkAllSizes() {
+template <typename T, bool F32Order = false> bool checkAllSizes() {
   const int64_t sizes[][3] = {{0, 3, 2},  {3, 0, 2},   {2, 3, 0},
                               {1, 1, 1},  {4, 16, 1},  {5, 17, 3},
                               {8, 32, 64}, {9, 130, 70}, {33, 1, 65},
                               {1, 40, 129}, {70, 20, 5},
                               // fewer than 16 columns (matmulNarrow): blocks
                               // of 16 rows, leftover rows, several k panels
-                              {200, 2, 64}, {64, 2, 200}, {35, 15, 130}};
+                              {200, 2, 64}, {64, 2, 200}, {35, 15, 130},
+                              // fewer than 4 rows (register blocks of 1 to
+                              // 3 rows, then the column edge)
+                              {2, 64, 200}, {3, 37, 20}, {1, 17, 9},
+                              // a short k (matmulShortK), rows longer than
+                              // its chunk of 256
+                              {200, 64, 2}, {5, 300, 3}, {3, 16, 8}};
   bool ok = true;
   for (const auto &s : sizes)
-    ok &= checkMatmul<T>(s[0], s[1], s[2]);
+    ok &= checkMatmul<T, F32Order>(s[0], s[1], s[2]);
   return ok;
 }
 
@@ -153,6 +168,8 @@ void checkSpecialValues() {
 
 int main() {
   std::printf("matmul f32 %s\n", checkAllSizes<float>() ? "ok" : "FAIL");
+  std::printf("matmul f32 in f32 %s\n",
+              checkAllSizes<float, true>() ? "ok" : "FAIL");
   std::printf("matmul f64 %s\n", checkAllSizes<double>() ? "ok" : "FAIL");
   std::printf("matmul i32 %s\n", checkAllSizes<int32_t>() ? "ok" : "FAIL");
   auto positive = [](double x) { return x < 0 ? NAN : std::log(x); };

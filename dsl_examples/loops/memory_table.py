@@ -16,7 +16,7 @@ schedule keeps at most 3 sqrt(T) carries plus a constant.
 With --backend=cpp or llvm: the compiled backend's code (gradc
 --emit=cpp, compiled with -DGRADC_NO_SCRATCH_CACHE so that every
 temporary on the heap is a malloc and a free of the call; or
---emit=obj), one module per T, linked with a host that counts the bytes
+--emit=obj --no-scratch-cache, the same), one module per T, linked with a host that counts the bytes
 malloc'd and not yet freed during each call (it replaces malloc, calloc,
 realloc and free) and prints their peak. Temporaries of at most 1 KiB of
 a known size live on the stack (docs/Loops.md, PlanBuffers) and are not
@@ -222,8 +222,12 @@ def compiled_table(gradc, backend, cxx, trips):
                 f.write(source.replace("0..1000", "0..%d" % trip))
             unit = os.path.join(tmp, module + (".cpp" if backend == "cpp"
                                                else ".o"))
-            emit = "--emit=cpp" if backend == "cpp" else "--emit=obj"
-            out = subprocess.run([gradc, grad, emit, "-o", unit],
+            # Without the scratch cache (and its arena of small blocks,
+            # which a host cannot see) on either backend: every temporary
+            # is a malloc and a free of the call.
+            emit = (["--emit=cpp"] if backend == "cpp"
+                    else ["--emit=obj", "--no-scratch-cache"])
+            out = subprocess.run([gradc, grad] + emit + ["-o", unit],
                                  capture_output=True, text=True)
             if out.returncode:
                 sys.exit(out.stderr)

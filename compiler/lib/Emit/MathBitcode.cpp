@@ -72,17 +72,71 @@ struct Block {
   size_t bytes;
 };
 
+// Blocks below minBytes come from an arena of arenaBytes, handed out from
+// its top and given back last in, first out (Kernels.h's ScratchArena, and
+// why): the printer gives a function's blocks back in the reverse order
+// of their taking, and a callee's before its caller's.
+constexpr size_t arenaBytes = size_t(256) << 10;
+constexpr size_t arenaAlign = 64;
+
 struct Cache {
   Block blocks[slots];
   int count;
   size_t kept;
+  char *arena; // null until the first small block
+  size_t top;
 };
+
+// This thread's cache once made: the key's pthread_once and
+// pthread_getspecific on every take and give cost as much as the malloc
+// and free of a small block that the arena saves. The key stays, for its
+// destructor (an object file needs no C++ runtime for thread exit).
+__thread Cache *threadCacheOrNull = nullptr;
 
 void freeCache(void *p) {
   Cache *cache = static_cast<Cache *>(p);
+  threadCacheOrNull = nullptr;
   for (int i = 0; i < cache->count; ++i)
     free(cache->blocks[i].ptr);
+  free(cache->arena);
   free(cache);
+}
+
+Cache *threadCache(bool create);
+
+size_t arenaRoom(size_t bytes) {
+  return (bytes + arenaAlign - 1) / arenaAlign * arenaAlign;
+}
+
+/// A small block from the thread's arena, or null when it has no room.
+void *arenaTake(size_t bytes) {
+  Cache *cache = threadCache(true);
+  if (!cache)
+    return nullptr;
+  if (!cache->arena) {
+    cache->arena = static_cast<char *>(aligned_alloc(arenaAlign, arenaBytes));
+    if (!cache->arena)
+      return nullptr;
+  }
+  size_t need = arenaRoom(bytes);
+  if (need > arenaBytes - cache->top)
+    return nullptr;
+  void *p = cache->arena + cache->top;
+  cache->top += need;
+  return p;
+}
+
+/// Takes back a small block if it is the arena's; the last one taken frees
+/// its room (one given back out of order stays taken: safe).
+bool arenaGive(void *ptr, size_t bytes) {
+  Cache *cache = threadCache(false);
+  char *p = static_cast<char *>(ptr);
+  if (!cache || !cache->arena || p < cache->arena ||
+      p >= cache->arena + arenaBytes)
+    return false;
+  if (static_cast<size_t>(p - cache->arena) + arenaRoom(bytes) == cache->top)
+    cache->top = static_cast<size_t>(p - cache->arena);
+  return true;
 }
 
 void createKey() {
@@ -92,6 +146,8 @@ void createKey() {
 
 /// This thread's cache; made when `create` (null when that fails).
 Cache *threadCache(bool create) {
+  if (threadCacheOrNull)
+    return threadCacheOrNull;
   pthread_once(&gradc_scratch_once, createKey);
   if (!gradc_scratch_have_key)
     return nullptr;
@@ -103,6 +159,7 @@ Cache *threadCache(bool create) {
     free(cache);
     cache = nullptr;
   }
+  threadCacheOrNull = cache;
   return cache;
 }
 
@@ -117,8 +174,11 @@ extern "C" {
 __attribute__((malloc, noinline)) void *gradc_scratch_take(size_t bytes,
                                                            size_t *capacity) {
   *capacity = bytes;
-  if (bytes < minBytes)
+  if (bytes < minBytes) {
+    if (void *p = arenaTake(bytes))
+      return p;
     return malloc(bytes);
+  }
   Cache *cache = threadCache(false);
   int best = -1;
   for (int i = 0; cache && i < cache->count; ++i)
@@ -138,6 +198,8 @@ __attribute__((malloc, noinline)) void *gradc_scratch_take(size_t bytes,
 /// it is small or there is no room.
 __attribute__((noinline)) void gradc_scratch_give(void *ptr, size_t capacity) {
   if (!ptr)
+    return;
+  if (capacity < minBytes && arenaGive(ptr, capacity))
     return;
   Cache *cache = capacity < minBytes ? nullptr : threadCache(true);
   if (!cache || cache->count == slots || cache->kept + capacity > maxBytes) {

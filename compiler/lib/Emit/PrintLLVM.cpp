@@ -1369,12 +1369,14 @@ void FunctionPrinter::run() {
   if (!heap.empty()) {
     cleanup->insertInto(llfn);
     b.SetInsertPoint(cleanup);
-    for (auto [i, p] : llvm::enumerate(heap))
+    // Last taken, first given: the scratch cache hands small blocks out
+    // of a stack (MathBitcode.cpp).
+    for (size_t i = heap.size(); i-- > 0;)
       if (capacities.empty())
-        b.CreateCall(ms.free(), {p});
+        b.CreateCall(ms.free(), {heap[i]});
       else
         b.CreateCall(ms.scratchGive(),
-                     {p, b.CreateLoad(b.getInt64Ty(), capacities[i])});
+                     {heap[i], b.CreateLoad(b.getInt64Ty(), capacities[i])});
     b.CreateBr(exit);
   } else {
     delete cleanup;

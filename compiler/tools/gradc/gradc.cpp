@@ -183,6 +183,13 @@ cl::opt<bool> useBlas(
              "matrix products (link a CBLAS such as OpenBLAS)"),
     cl::cat(gradcCategory));
 
+cl::opt<bool> noScratchCache(
+    "no-scratch-cache",
+    cl::desc("With --emit=llvm|obj: malloc and free every temporary in each "
+             "call, as -DGRADC_NO_SCRATCH_CACHE does for the C++ backend "
+             "(no per-thread cache of blocks)"),
+    cl::cat(gradcCategory));
+
 enum class FPContract { Off, Fast };
 cl::opt<FPContract> fpContract(
     "fp-contract",
@@ -378,6 +385,7 @@ int emitLLVM(Compilation &c, bool object) {
   options.cpu = targetCPU;
   options.optLevel = noOpt ? 0 : 2;
   options.blas = useBlas;
+  options.scratchCache = !noScratchCache;
   options.fpContractFast = fpContract == FPContract::Fast;
   options.preferVectorWidth = unsigned(VectorWidth(preferVectorWidth));
   std::string bytes, error;

@@ -216,13 +216,87 @@ private:
   size_t kept = 0;
 };
 
+// Under AddressSanitizer small temporaries come from malloc, so that an
+// access past one is reported (the arena below would hide it).
+#if defined(__SANITIZE_ADDRESS__)
+#define GRADC_SCRATCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GRADC_SCRATCH_ASAN 1
+#endif
+#endif
+
+/// The small blocks of scratch memory (below ScratchCache::minBytes) of
+/// this thread's generated functions: one block of `arenaBytes`, handed
+/// out from its top and taken back last in, first out. A function's
+/// temporaries are automatic objects, destroyed in the reverse order of
+/// their construction, and the functions it calls return theirs before it
+/// returns, so the order is always that; a block given back out of order
+/// (never by generated code) stays taken until the thread exits, which is
+/// safe. A loop's body function that runs once per step (the LSTM's: 8
+/// rows of 14 floats, 2,048 calls per gradient) spent 14% of its time in
+/// malloc and free. When the arena is full, blocks come from malloc.
+class ScratchArena {
+public:
+  static constexpr size_t arenaBytes = size_t(256) << 10;
+  static constexpr size_t align = 64;
+
+  ScratchArena() = default;
+  ScratchArena(const ScratchArena &) = delete;
+  ScratchArena &operator=(const ScratchArena &) = delete;
+  ~ScratchArena() { std::free(base); }
+
+  /// A block of `bytes` from the arena, or null when it has no room.
+  void *take(size_t bytes) {
+    size_t need = (bytes + align - 1) / align * align;
+    if (!base) {
+      base = static_cast<char *>(std::aligned_alloc(align, arenaBytes));
+      if (!base)
+        return nullptr;
+    }
+    if (need > arenaBytes - top)
+      return nullptr;
+    void *p = base + top;
+    top += need;
+    return p;
+  }
+
+  /// Takes back a block of `bytes` if it is the arena's (false otherwise):
+  /// the last one taken frees its room.
+  bool give(void *ptr, size_t bytes) {
+    char *p = static_cast<char *>(ptr);
+    if (!base || p < base || p >= base + arenaBytes)
+      return false;
+    size_t need = (bytes + align - 1) / align * align;
+    if (static_cast<size_t>(p - base) + need == top)
+      top = static_cast<size_t>(p - base);
+    return true;
+  }
+
+  /// The bytes handed out now (for tests).
+  size_t usedBytes() const { return top; }
+
+  static ScratchArena &forThisThread() {
+    thread_local ScratchArena arena;
+    return arena;
+  }
+
+private:
+  char *base = nullptr;
+  size_t top = 0;
+};
+
 inline void *scratchTake(size_t bytes, size_t &capacity) {
 #ifdef GRADC_NO_SCRATCH_CACHE
   capacity = bytes;
   return std::malloc(bytes);
 #else
+  capacity = bytes;
   if (bytes < ScratchCache::minBytes) {
-    capacity = bytes;
+#ifndef GRADC_SCRATCH_ASAN
+    if (void *p = ScratchArena::forThisThread().take(bytes))
+      return p;
+#endif
     return std::malloc(bytes);
   }
   return ScratchCache::forThisThread().take(bytes, capacity);
@@ -237,6 +311,10 @@ inline void scratchGive(void *ptr, size_t capacity) {
   if (!ptr)
     return;
   if (capacity < ScratchCache::minBytes) {
+#ifndef GRADC_SCRATCH_ASAN
+    if (ScratchArena::forThisThread().give(ptr, capacity))
+      return;
+#endif
     std::free(ptr);
     return;
   }

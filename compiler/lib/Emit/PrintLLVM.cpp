@@ -37,6 +37,7 @@
 #include "LLVMABI.h"
 
 #include "gradc/ABI.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
 #include "gradc/Loops/Loops.h"
@@ -1607,6 +1608,7 @@ bool emit::printLLVMFromLoops(const ir::Module &module,
     ms.functions[f->name] =
         declareCFunction(llvmModule, module, *irFn, options);
   }
+  TimeRegion region("build LLVM IR");
   for (const auto &[f, irFn] : fns)
     FunctionPrinter(ms, *f, *irFn, ms.functions.lookup(f->name)).run();
   if (options.jitWrappers)

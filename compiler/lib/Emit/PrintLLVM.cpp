@@ -48,6 +48,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Analysis/InstructionSimplify.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/TargetParser/Triple.h"
@@ -261,6 +263,8 @@ private:
   llvm::DenseSet<const Buffer *> addressedLocals;
   /// Each buffer's position in the function's list.
   llvm::DenseMap<const Buffer *, unsigned> bufferOrder;
+  /// The reads of locals that held a constant (placeholders).
+  std::vector<llvm::Instruction *> constantLoads;
   /// The phis of locals at loop headers, pruned by simplifyLocalPhis.
   std::vector<std::pair<llvm::PHINode *, const Buffer *>> localPhis;
 };
@@ -644,12 +648,17 @@ llvm::Value *FunctionPrinter::localValue(const Buffer *buf) {
   return llvm::UndefValue::get(memoryType(buf->dtype));
 }
 
+/// Leaves the locals' SSA form as mem2reg would have made it. The
+/// placeholders of constants read from locals become the constants.
 /// forLoop gives a loop a phi for each local its body writes, whether or
-/// not the value is read across iterations or after the loop. Removes, as
-/// mem2reg would never have made them, the phis that nothing but such
-/// phis reads, then those whose incoming values are one value and the phi
-/// itself (a local that only a nested parallel loop's body writes).
+/// not the value is read across iterations or after the loop: the phis
+/// that nothing but such phis reads are removed (mem2reg places phis only
+/// where the value is live), then those that merge one value.
 void FunctionPrinter::simplifyLocalPhis() {
+  for (llvm::Instruction *load : constantLoads) {
+    load->replaceAllUsesWith(load->getOperand(0));
+    load->eraseFromParent();
+  }
   llvm::DenseSet<llvm::PHINode *> ours;
   for (auto [phi, buf] : localPhis)
     ours.insert(phi);
@@ -679,38 +688,29 @@ void FunctionPrinter::simplifyLocalPhis() {
       ours.erase(phi);
       phi->eraseFromParent();
     }
-  // Trivial phis, in creation order (outer loops first), then again for
-  // the phis that used one.
-  for (auto [phi, buf] : localPhis)
-    if (live.contains(phi))
-      work.push_back(phi);
-  std::reverse(work.begin(), work.end());
-  while (!work.empty()) {
-    llvm::PHINode *phi = work.back();
-    work.pop_back();
-    if (!ours.contains(phi))
-      continue;
-    llvm::Value *same = nullptr;
-    bool trivial = true;
-    for (llvm::Value *v : phi->incoming_values()) {
-      if (v == phi || v == same)
+  // Then, as mem2reg does, each phi that merges one value (and itself,
+  // or undef where the value dominates it), until none is left: a local
+  // that only a nested parallel loop's body writes, or a loop that writes
+  // a local the value it had. Dominance is per function (the parallel
+  // loops' bodies are functions of their own).
+  llvm::DenseMap<llvm::Function *, std::unique_ptr<llvm::DominatorTree>> trees;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto [phi, buf] : localPhis) {
+      if (!ours.contains(phi))
         continue;
-      if (same) {
-        trivial = false;
-        break;
-      }
-      same = v;
+      std::unique_ptr<llvm::DominatorTree> &dt = trees[phi->getFunction()];
+      if (!dt)
+        dt = std::make_unique<llvm::DominatorTree>(*phi->getFunction());
+      llvm::Value *v = llvm::simplifyInstruction(
+          phi, llvm::SimplifyQuery(dataLayout(), dt.get()));
+      if (!v)
+        continue;
+      phi->replaceAllUsesWith(v);
+      ours.erase(phi);
+      phi->eraseFromParent();
+      changed = true;
     }
-    if (!trivial)
-      continue;
-    if (!same)
-      same = llvm::UndefValue::get(phi->getType());
-    for (llvm::User *u : phi->users())
-      if (llvm::PHINode *user = isOurs(u); user && user != phi)
-        work.push_back(user);
-    phi->replaceAllUsesWith(same);
-    ours.erase(phi);
-    phi->eraseFromParent();
   }
   for (auto [phi, buf] : localPhis)
     if (ours.contains(phi))
@@ -728,8 +728,22 @@ llvm::Value *FunctionPrinter::fromMemory(DType t, llvm::Value *v) {
 llvm::Value *FunctionPrinter::loadElement(const Buffer *buf, llvm::Value *idx) {
   if (isScalarParam(buf))
     return fromMemory(buf->dtype, scalarParams.lookup(buf));
-  if (isValueLocal(buf))
-    return fromMemory(buf->dtype, localValue(buf));
+  if (isValueLocal(buf)) {
+    llvm::Value *v = localValue(buf);
+    if (auto *c = llvm::dyn_cast<llvm::Constant>(v)) {
+      // The load of an alloca that holds a constant is no constant, so
+      // IRBuilder folded nothing that used it: a placeholder keeps it so
+      // (simplifyLocalPhis puts the constant in its place), so that the
+      // code is what mem2reg made of the alloca, and so is the optimised
+      // code.
+      auto *load =
+          llvm::CastInst::Create(llvm::Instruction::BitCast, c, c->getType());
+      b.Insert(load);
+      constantLoads.push_back(load);
+      v = load;
+    }
+    return fromMemory(buf->dtype, v);
+  }
   llvm::Type *type = memoryType(buf->dtype);
   llvm::Value *p = pointerOf(buf);
   if (buf->kind != Buffer::Kind::Local)

@@ -344,21 +344,21 @@ FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
   i->addIncoming(start ? start : i64(0), pre);
   llvm::SmallVector<std::pair<const Buffer *, llvm::PHINode *>, 8> carried;
   if (carrying) {
-    llvm::SmallVector<const Buffer *, 8> written;
+    // Each local written, with its position among the function's buffers
+    // (a gradient's merged loop writes tens of thousands).
+    llvm::SmallVector<std::pair<unsigned, const Buffer *>, 8> written;
     llvm::SmallDenseSet<const Buffer *, 8> seen;
     walk(*carrying, [&](const Stmt &s) {
       if ((s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) &&
           isValueLocal(s.buffer) && seen.insert(s.buffer).second)
-        written.push_back(s.buffer);
+        written.push_back({bufferOrder.lookup(s.buffer), s.buffer});
     });
     // In the order mem2reg gave the allocas' phis (each one inserted
     // first in the header, in the order of the function's buffers), so
     // that the optimised code is the same.
-    llvm::sort(written, [&](const Buffer *x, const Buffer *y) {
-      return bufferOrder.lookup(x) < bufferOrder.lookup(y);
-    });
+    llvm::sort(written, llvm::less_first());
     llvm::IRBuilder<> hb(header, header->begin());
-    for (const Buffer *buf : written) {
+    for (auto [position, buf] : written) {
       hb.SetInsertPoint(header, header->begin());
       // Named once it has survived simplifyLocalPhis, so that the names
       // of the phis removed take no numbers from other values.

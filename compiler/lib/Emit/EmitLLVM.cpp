@@ -232,8 +232,12 @@ std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
     error = "internal error: " + error;
     return nullptr;
   }
-  if (!linkMathLibrary(*llvmModule, targetHasFMA(tm), error))
-    return nullptr;
+  {
+    TimeRegion region("link math");
+    if (!linkMathLibrary(*llvmModule, targetHasFMA(tm), error))
+      return nullptr;
+  }
+  TimeRegion region("verify module");
   llvm::raw_string_ostream os(error);
   if (llvm::verifyModule(*llvmModule, &os)) {
     error =

@@ -18,8 +18,9 @@
 // scratch slot is one block of the scratch cache (gradc_scratch_take,
 // MathBitcode.cpp; malloc in the JIT), allocated after the size checks,
 // checked once, returned on every way out; each stack slot one alloca; a
-// view is a GEP of its base; a local is an alloca that mem2reg promotes;
-// a constant is a private global.
+// view is a GEP of its base; a constant is a private global. A local is
+// an SSA value (a phi at the header of each loop that writes it), not an
+// alloca for mem2reg: see FunctionPrinter::localValues.
 //
 // Arithmetic is the loop IR's (docs/Loops.md), as the evaluator computes
 // it: no fast-math flags; i32 wraps; the NaN-propagating max/min are
@@ -36,6 +37,7 @@
 #include "LLVMABI.h"
 
 #include "gradc/ABI.h"
+#include "gradc/Basic/Timing.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
 #include "gradc/Loops/Loops.h"
@@ -46,6 +48,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Analysis/InstructionSimplify.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/TargetParser/Triple.h"
@@ -178,7 +182,8 @@ private:
   void failIf(llvm::Value *cond, int32_t status, llvm::BasicBlock *target);
   llvm::BranchInst *forLoop(llvm::Value *n, const llvm::Twine &name,
                             llvm::function_ref<void(llvm::Value *)> body,
-                            llvm::Value *start = nullptr);
+                            llvm::Value *start = nullptr,
+                            const Block *carrying = nullptr);
   void markLaneLoop(llvm::BranchInst *latch, int64_t lanes);
   void parallelLoop(const Stmt &s);
   void privatesHere(const Stmt &s);
@@ -191,6 +196,12 @@ private:
   bool isScalarParam(const Buffer *buf) const {
     return buf->kind == Buffer::Kind::Param && buf->shape.empty();
   }
+  bool isValueLocal(const Buffer *buf) const {
+    return buf->kind == Buffer::Kind::Local && !addressedLocals.contains(buf);
+  }
+  void findAddressedLocals();
+  llvm::Value *localValue(const Buffer *buf);
+  void simplifyLocalPhis();
   llvm::Value *loadElement(const Buffer *buf, llvm::Value *idx);
   void storeElement(const Buffer *buf, llvm::Value *idx, llvm::Value *v);
   llvm::Value *toMemory(DType t, llvm::Value *v);
@@ -241,6 +252,21 @@ private:
   std::vector<llvm::Value *> heap;
   /// With the scratch cache, each heap block's capacity (an i64 alloca).
   std::vector<llvm::Value *> capacities;
+  /// The value (in its memory type) of each local at the builder's
+  /// point; none yet: undef, as a load of an alloca never stored. Locals
+  /// are SSA values, not allocas, because a gradient's merged loop has
+  /// thousands of them, and LLVM's mem2reg walks a block's instructions
+  /// from its start for each alloca that is both read and written in it:
+  /// quadratic, 87% of `--emit=llvm` of a 10,000-step gradient.
+  llvm::DenseMap<const Buffer *, llvm::Value *> localValues;
+  /// The locals whose address a call or kernel takes: allocas still.
+  llvm::DenseSet<const Buffer *> addressedLocals;
+  /// Each buffer's position in the function's list.
+  llvm::DenseMap<const Buffer *, unsigned> bufferOrder;
+  /// The reads of locals that held a constant (placeholders).
+  std::vector<llvm::Instruction *> constantLoads;
+  /// The phis of locals at loop headers, pruned by simplifyLocalPhis.
+  std::vector<std::pair<llvm::PHINode *, const Buffer *>> localPhis;
 };
 
 /// A buffer's name in the IR: the user's (`h`, `d_x`), or `t3` for a
@@ -301,11 +327,13 @@ void FunctionPrinter::failIf(llvm::Value *cond, int32_t status,
 }
 
 /// `for (i = start; i < n; ++i) body(i)` (start 0 by default), leaving
-/// the builder after it; returns the loop's back edge.
+/// the builder after it; returns the loop's back edge. Each local that a
+/// statement of `carrying` (the loop IR's body) writes gets a phi in the
+/// header, its value in the body's first iteration and after the loop.
 llvm::BranchInst *
 FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
                          llvm::function_ref<void(llvm::Value *)> body,
-                         llvm::Value *start) {
+                         llvm::Value *start, const Block *carrying) {
   llvm::BasicBlock *pre = b.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(ctx, name + ".header", llfn);
   auto *bodyBlock = llvm::BasicBlock::Create(ctx, name + ".body", llfn);
@@ -314,11 +342,43 @@ FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
   b.SetInsertPoint(header);
   llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2, name);
   i->addIncoming(start ? start : i64(0), pre);
+  llvm::SmallVector<std::pair<const Buffer *, llvm::PHINode *>, 8> carried;
+  if (carrying) {
+    // Each local written, with its position among the function's buffers
+    // (a gradient's merged loop writes tens of thousands).
+    llvm::SmallVector<std::pair<unsigned, const Buffer *>, 8> written;
+    llvm::SmallDenseSet<const Buffer *, 8> seen;
+    walk(*carrying, [&](const Stmt &s) {
+      if ((s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) &&
+          isValueLocal(s.buffer) && seen.insert(s.buffer).second)
+        written.push_back({bufferOrder.lookup(s.buffer), s.buffer});
+    });
+    // In the order mem2reg gave the allocas' phis (each one inserted
+    // first in the header, in the order of the function's buffers), so
+    // that the optimised code is the same.
+    llvm::sort(written, llvm::less_first());
+    llvm::IRBuilder<> hb(header, header->begin());
+    for (auto [position, buf] : written) {
+      hb.SetInsertPoint(header, header->begin());
+      // Named once it has survived simplifyLocalPhis, so that the names
+      // of the phis removed take no numbers from other values.
+      llvm::PHINode *phi = hb.CreatePHI(memoryType(buf->dtype), 2);
+      phi->addIncoming(localValue(buf), pre);
+      carried.push_back({buf, phi});
+      localPhis.push_back({phi, buf});
+    }
+    for (auto [buf, phi] : carried)
+      localValues[buf] = phi;
+  }
   b.CreateCondBr(b.CreateICmpSLT(i, n), bodyBlock, after);
   b.SetInsertPoint(bodyBlock);
   body(i);
   llvm::Value *next = b.CreateNUWAdd(i, i64(1), name + ".next");
   i->addIncoming(next, b.GetInsertBlock());
+  for (auto [buf, phi] : carried) {
+    phi->addIncoming(localValue(buf), b.GetInsertBlock());
+    localValues[buf] = phi;
+  }
   llvm::BranchInst *latch = b.CreateBr(header);
   after->insertInto(llfn);
   b.SetInsertPoint(after);
@@ -430,7 +490,8 @@ void FunctionPrinter::storage() {
     case Buffer::Kind::Alias:
       break;
     case Buffer::Kind::Local:
-      pointers[buf] = ab.CreateAlloca(type, nullptr, valueName(buf));
+      if (addressedLocals.contains(buf))
+        pointers[buf] = ab.CreateAlloca(type, nullptr, valueName(buf));
       break;
     case Buffer::Kind::Constant: {
       std::vector<llvm::Constant *> items;
@@ -548,11 +609,112 @@ llvm::Value *FunctionPrinter::pointerOf(const Buffer *buf) {
     return a;
   }
   assert(buf->kind == Buffer::Kind::Alias && "every other buffer has storage");
+  assert(!isValueLocal(buf->base) && "findAddressedLocals");
   llvm::Value *base = pointerOf(buf->base);
   llvm::Value *p = b.CreateInBoundsGEP(memoryType(buf->dtype), base,
                                        expr(*buf->offset), valueName(buf));
   pointers[buf] = p;
   return p;
+}
+
+/// The locals that need an address: an output of a call or an operand
+/// of a kernel (the printer passes pointers), or the base of a view. (And
+/// the order of the buffers, for forLoop.)
+void FunctionPrinter::findAddressedLocals() {
+  auto note = [&](const Buffer *buf) {
+    if (buf && buf->kind == Buffer::Kind::Local)
+      addressedLocals.insert(buf);
+  };
+  unsigned position = 0;
+  for (const auto &buf : fn.buffers) {
+    bufferOrder[buf.get()] = position++;
+    if (buf->kind == Buffer::Kind::Alias)
+      note(buf->base);
+  }
+  walk(fn.body, [&](const Stmt &s) {
+    if (s.kind == Stmt::Kind::KernelCall)
+      for (const Buffer *buf : s.inputs)
+        note(buf);
+    if (s.kind == Stmt::Kind::KernelCall || s.kind == Stmt::Kind::Call)
+      for (const Buffer *buf : s.outputs)
+        note(buf);
+  });
+}
+
+/// A local's value here: its last store, or undef before the first.
+llvm::Value *FunctionPrinter::localValue(const Buffer *buf) {
+  if (llvm::Value *v = localValues.lookup(buf))
+    return v;
+  return llvm::UndefValue::get(memoryType(buf->dtype));
+}
+
+/// Leaves the locals' SSA form as mem2reg would have made it. The
+/// placeholders of constants read from locals become the constants.
+/// forLoop gives a loop a phi for each local its body writes, whether or
+/// not the value is read across iterations or after the loop: the phis
+/// that nothing but such phis reads are removed (mem2reg places phis only
+/// where the value is live), then those that merge one value.
+void FunctionPrinter::simplifyLocalPhis() {
+  for (llvm::Instruction *load : constantLoads) {
+    load->replaceAllUsesWith(load->getOperand(0));
+    load->eraseFromParent();
+  }
+  llvm::DenseSet<llvm::PHINode *> ours;
+  for (auto [phi, buf] : localPhis)
+    ours.insert(phi);
+  auto isOurs = [&](llvm::Value *v) {
+    auto *phi = llvm::dyn_cast<llvm::PHINode>(v);
+    return phi && ours.contains(phi) ? phi : nullptr;
+  };
+  llvm::DenseSet<llvm::PHINode *> live;
+  std::vector<llvm::PHINode *> work;
+  for (auto [phi, buf] : localPhis)
+    if (llvm::any_of(phi->users(), [&](llvm::User *u) { return !isOurs(u); }))
+      if (live.insert(phi).second)
+        work.push_back(phi);
+  while (!work.empty()) {
+    llvm::PHINode *phi = work.back();
+    work.pop_back();
+    for (llvm::Value *v : phi->incoming_values())
+      if (llvm::PHINode *in = isOurs(v))
+        if (live.insert(in).second)
+          work.push_back(in);
+  }
+  for (auto [phi, buf] : localPhis)
+    if (!live.contains(phi))
+      phi->dropAllReferences();
+  for (auto [phi, buf] : localPhis)
+    if (!live.contains(phi)) {
+      ours.erase(phi);
+      phi->eraseFromParent();
+    }
+  // Then, as mem2reg does, each phi that merges one value (and itself,
+  // or undef where the value dominates it), until none is left: a local
+  // that only a nested parallel loop's body writes, or a loop that writes
+  // a local the value it had. Dominance is per function (the parallel
+  // loops' bodies are functions of their own).
+  llvm::DenseMap<llvm::Function *, std::unique_ptr<llvm::DominatorTree>> trees;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto [phi, buf] : localPhis) {
+      if (!ours.contains(phi))
+        continue;
+      std::unique_ptr<llvm::DominatorTree> &dt = trees[phi->getFunction()];
+      if (!dt)
+        dt = std::make_unique<llvm::DominatorTree>(*phi->getFunction());
+      llvm::Value *v = llvm::simplifyInstruction(
+          phi, llvm::SimplifyQuery(dataLayout(), dt.get()));
+      if (!v)
+        continue;
+      phi->replaceAllUsesWith(v);
+      ours.erase(phi);
+      phi->eraseFromParent();
+      changed = true;
+    }
+  }
+  for (auto [phi, buf] : localPhis)
+    if (ours.contains(phi))
+      phi->setName(valueName(buf));
 }
 
 llvm::Value *FunctionPrinter::toMemory(DType t, llvm::Value *v) {
@@ -566,6 +728,22 @@ llvm::Value *FunctionPrinter::fromMemory(DType t, llvm::Value *v) {
 llvm::Value *FunctionPrinter::loadElement(const Buffer *buf, llvm::Value *idx) {
   if (isScalarParam(buf))
     return fromMemory(buf->dtype, scalarParams.lookup(buf));
+  if (isValueLocal(buf)) {
+    llvm::Value *v = localValue(buf);
+    if (auto *c = llvm::dyn_cast<llvm::Constant>(v)) {
+      // The load of an alloca that holds a constant is no constant, so
+      // IRBuilder folded nothing that used it: a placeholder keeps it so
+      // (simplifyLocalPhis puts the constant in its place), so that the
+      // code is what mem2reg made of the alloca, and so is the optimised
+      // code.
+      auto *load =
+          llvm::CastInst::Create(llvm::Instruction::BitCast, c, c->getType());
+      b.Insert(load);
+      constantLoads.push_back(load);
+      v = load;
+    }
+    return fromMemory(buf->dtype, v);
+  }
   llvm::Type *type = memoryType(buf->dtype);
   llvm::Value *p = pointerOf(buf);
   if (buf->kind != Buffer::Kind::Local)
@@ -575,6 +753,10 @@ llvm::Value *FunctionPrinter::loadElement(const Buffer *buf, llvm::Value *idx) {
 
 void FunctionPrinter::storeElement(const Buffer *buf, llvm::Value *idx,
                                    llvm::Value *v) {
+  if (isValueLocal(buf)) {
+    localValues[buf] = toMemory(buf->dtype, v);
+    return;
+  }
   llvm::Value *p = pointerOf(buf);
   if (buf->kind != Buffer::Kind::Local)
     p = b.CreateInBoundsGEP(memoryType(buf->dtype), p, idx);
@@ -840,11 +1022,13 @@ void FunctionPrinter::stmt(const Stmt &s) {
     }
     {
       llvm::BranchInst *latch = forLoop(
-          expr(*s.extent), "i" + llvm::Twine(s.var), [&](llvm::Value *i) {
+          expr(*s.extent), "i" + llvm::Twine(s.var),
+          [&](llvm::Value *i) {
             loopVars[s.var] = i;
             block(s.body);
             loopVars.erase(s.var);
-          });
+          },
+          nullptr, &s.body);
       if (loops::isLaneLoop(s) || loops::isDotLoop(s) ||
           loops::isRowStoreLoop(s))
         markLaneLoop(latch, int64_t(s.extent->value));
@@ -1114,6 +1298,8 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
   for (const Buffer *buf : buffers) {
     if (isScalarParam(buf))
       captured.push_back(scalarParams.lookup(buf));
+    else if (isValueLocal(buf))
+      captured.push_back(localValue(buf));
     else if (!llvm::isa<llvm::GlobalValue>(pointerOf(buf)))
       captured.push_back(pointerOf(buf));
   }
@@ -1155,6 +1341,8 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
     auto savedPointers = pointers;
     auto savedScalars = scalarParams;
     auto savedSizes = sizes;
+    auto savedLocals = std::move(localValues);
+    localValues.clear();
     llfn = range;
     entry = llvm::BasicBlock::Create(ctx, "entry", range);
     auto *bodyBlock = llvm::BasicBlock::Create(ctx, "body", range);
@@ -1171,6 +1359,8 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
     for (const Buffer *buf : buffers) {
       if (isScalarParam(buf))
         scalarParams[buf] = field(next++);
+      else if (isValueLocal(buf))
+        localValues[buf] = field(next++);
       else if (!llvm::isa<llvm::GlobalValue>(pointers.lookup(buf)))
         pointers[buf] = field(next++);
     }
@@ -1188,7 +1378,7 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
           block(s.body);
           loopVars.erase(s.var);
         },
-        range->getArg(1));
+        range->getArg(1), &s.body);
     if (setsFlag) {
       b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, field(next++),
                         b.CreateLoad(b.getInt32Ty(), rangeFlag),
@@ -1199,6 +1389,7 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
     pointers = std::move(savedPointers);
     scalarParams = std::move(savedScalars);
     sizes = std::move(savedSizes);
+    localValues = std::move(savedLocals);
     llfn = outer;
     entry = outerEntry;
     b.restoreIP(ip);
@@ -1262,6 +1453,8 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
 void FunctionPrinter::privatesHere(const Stmt &s) {
   llvm::IRBuilder<> ab(entry, entry->begin());
   for (const Buffer *buf : s.privates) {
+    if (isValueLocal(buf))
+      continue;
     int64_t count = 1;
     for (const Dim &d : buf->shape)
       count *= d.getSize();
@@ -1309,6 +1502,9 @@ void FunctionPrinter::rangeVersion() {
   b.CreateCondBr(out, general, failed);
   general->insertInto(llfn);
   b.SetInsertPoint(general);
+  // The body again from its start: every local is written before it is
+  // read (an alloca's value would be the first copy's), so none is known.
+  localValues.clear();
 }
 
 /// A call through the C ABI (sizes, inputs, outputs); a scalar input goes
@@ -1356,6 +1552,7 @@ void FunctionPrinter::run() {
   statusSlot = b.CreateAlloca(b.getInt32Ty(), nullptr, "status");
   b.CreateBr(body);
   b.SetInsertPoint(body);
+  findAddressedLocals();
   prologue();
   storage();
   for (const auto &buf : fn.buffers)
@@ -1384,6 +1581,7 @@ void FunctionPrinter::run() {
   exit->insertInto(llfn);
   b.SetInsertPoint(exit);
   b.CreateRet(b.CreateLoad(b.getInt32Ty(), statusSlot));
+  simplifyLocalPhis();
 }
 
 } // namespace
@@ -1426,6 +1624,7 @@ bool emit::printLLVMFromLoops(const ir::Module &module,
     ms.functions[f->name] =
         declareCFunction(llvmModule, module, *irFn, options);
   }
+  TimeRegion region("build LLVM IR");
   for (const auto &[f, irFn] : fns)
     FunctionPrinter(ms, *f, *irFn, ms.functions.lookup(f->name)).run();
   if (options.jitWrappers)

@@ -306,7 +306,7 @@ TEST(EmitLLVMTest, ModuleShape) {
   // run-time size (in the scratch cache's functions), and no globals but
   // the thread count that a parallel loop reads from GRADC_NUM_THREADS once
   // (docs/ABI.md, "Threads") and the scratch cache's per-thread key
-  // (MathBitcode.cpp).
+  // and its thread-local cache pointer (MathBitcode.cpp).
   Module m;
   Function *f = m.addFunction("h");
   Value *x = f->addParam(type(DType::F32, {n("N"), k(4)}), "x");

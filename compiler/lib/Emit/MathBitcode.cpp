@@ -91,11 +91,12 @@ struct Cache {
 // pthread_getspecific on every take and give cost as much as the malloc
 // and free of a small block that the arena saves. The key stays, for its
 // destructor (an object file needs no C++ runtime for thread exit).
-__thread Cache *threadCacheOrNull = nullptr;
+// (C name: gradc_scratch_*, made internal in a module like the others.)
+extern "C" __thread void *gradc_scratch_cache = nullptr;
 
 void freeCache(void *p) {
   Cache *cache = static_cast<Cache *>(p);
-  threadCacheOrNull = nullptr;
+  gradc_scratch_cache = nullptr;
   for (int i = 0; i < cache->count; ++i)
     free(cache->blocks[i].ptr);
   free(cache->arena);
@@ -146,8 +147,8 @@ void createKey() {
 
 /// This thread's cache; made when `create` (null when that fails).
 Cache *threadCache(bool create) {
-  if (threadCacheOrNull)
-    return threadCacheOrNull;
+  if (gradc_scratch_cache)
+    return static_cast<Cache *>(gradc_scratch_cache);
   pthread_once(&gradc_scratch_once, createKey);
   if (!gradc_scratch_have_key)
     return nullptr;
@@ -159,7 +160,7 @@ Cache *threadCache(bool create) {
     free(cache);
     cache = nullptr;
   }
-  threadCacheOrNull = cache;
+  gradc_scratch_cache = cache;
   return cache;
 }
 

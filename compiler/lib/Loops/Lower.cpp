@@ -110,9 +110,9 @@ void Lowering::setOrigin(const ir::Op *op) {
   if (!op)
     return;
   origin.op = op;
-  origin.opName = op->getName().str();
+  origin.opName = op->getName();
   if (op->getNumResults())
-    origin.result = names.get(op->getResult(0));
+    origin.result = fn.saveText(names.get(op->getResult(0)));
   origin.loc = op->getLoc();
   origin.provenance = op->getProvenance();
   if (origin.provenance != ir::Provenance::Source)
@@ -453,7 +453,7 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
       continue;
     const ir::Value *r = src.getReturns()[i];
     Buffer *out = fn.outputs[i];
-    l.origin.result = names.get(r);
+    l.origin.result = fn.saveText(names.get(r));
     Nest n = l.openNest(l.top(), out->shape);
     l.store(*n.body, out, Lowering::flatIndex(out->shape, n.idx),
             load(l.bufferOf(r), Lowering::flatIndex(out->shape, n.idx)));

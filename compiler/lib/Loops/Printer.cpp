@@ -103,7 +103,7 @@ private:
     case Expr::Kind::Const:
       return constStr(e.type, e.value);
     case Expr::Kind::Size:
-      return e.name;
+      return e.name.str();
     case Expr::Kind::LoopVar:
       return "%i" + std::to_string(e.var);
     case Expr::Kind::Load:

@@ -44,7 +44,9 @@ std::optional<DType> gradc::parseDType(llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::string Dim::str() const { return isKnown() ? std::to_string(size) : name; }
+std::string Dim::str() const {
+  return isKnown() ? std::to_string(size) : name.str();
+}
 
 std::string gradc::shapeStr(llvm::ArrayRef<Dim> shape) {
   std::string s = "[";

@@ -9,6 +9,8 @@
 #ifndef GRADC_OPS_TYPES_H
 #define GRADC_OPS_TYPES_H
 
+#include "gradc/Basic/Interned.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -39,7 +41,7 @@ public:
   }
   static Dim named(llvm::StringRef name) {
     Dim d;
-    d.name = name.str();
+    d.name = InternedString(name);
     return d;
   }
   bool isKnown() const { return name.empty(); }
@@ -54,7 +56,7 @@ public:
 
 private:
   int64_t size = 0;
-  std::string name; // empty for a known size
+  InternedString name; // empty for a known size
 };
 
 using Shape = llvm::SmallVector<Dim, 4>;

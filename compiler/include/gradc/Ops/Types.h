@@ -19,6 +19,10 @@
 #include <optional>
 #include <string>
 
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
 namespace gradc {
 
 enum class DType : uint8_t { F32, F64, I32, Bool };
@@ -93,6 +97,9 @@ struct TensorType {
   bool operator!=(const TensorType &o) const { return !(*this == o); }
   /// "f32[2, N]", or "f32" for a scalar: the language's own spelling.
   std::string str() const;
+  /// The same text, written to `os` (cse's keys and canonicalize's
+  /// fingerprint write one per value: no string of its own).
+  void print(llvm::raw_ostream &os) const;
 };
 
 } // namespace gradc

@@ -569,9 +569,9 @@ const std::string &FunctionPrinter::sourceLine(SourceLoc at) {
 /// One comment per source statement or rule: the rule's note, else the
 /// source line.
 void FunctionPrinter::comment(const Origin &origin) {
-  llvm::StringRef text = origin.rule.empty()
+  llvm::StringRef text = origin.rule().empty()
                              ? llvm::StringRef(sourceLine(origin.loc))
-                             : origin.rule;
+                             : origin.rule();
   if (text.empty() || text == lastComment)
     return;
   if (!afterBrace())

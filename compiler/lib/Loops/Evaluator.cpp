@@ -77,9 +77,9 @@ private:
     if (!failed) {
       failed = true;
       std::string where = "in function '" + frame->fn->name + "'";
-      if (frame->stmt && !frame->stmt->origin.opName.empty())
-        where += ": '" + frame->stmt->origin.opName.str() + "' (" +
-                 frame->stmt->origin.result.str() + ")";
+      if (frame->stmt && !frame->stmt->origin.opName().empty())
+        where += ": '" + frame->stmt->origin.opName().str() + "' (" +
+                 frame->stmt->origin.result().str() + ")";
       message = where + ": " + text;
     }
     return false;

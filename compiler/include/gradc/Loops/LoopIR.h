@@ -180,20 +180,29 @@ llvm::StringRef bufferKindName(Buffer::Kind k);
 /// from in the source, and the gradient rule (or other provenance note)
 /// that made the op. A printer keeps these as comments.
 struct Origin {
+  /// The texts of one op, kept once in its function (LoopFunction::
+  /// saveOrigin) and pointed to by each of its statements, which are
+  /// many (a gradient of 100,000 steps has millions).
+  struct Text {
+    /// `exp` (the op table's name), or "" when no op (a copy to an output).
+    llvm::StringRef opName;
+    /// The op's first result as printed, `%h`.
+    llvm::StringRef result;
+    /// The op's provenance note, "" for a source op.
+    llvm::StringRef rule;
+  };
+
   const ir::Op *op = nullptr;
-  /// `exp` (the op table's name), or "" when no op (a copy to an output).
-  llvm::StringRef opName;
-  /// The op's first result as printed, `%h`; saved in the function's text
-  /// storage, as `rule`.
-  llvm::StringRef result;
-  /// The op's provenance note, "" for a source op. Kept once per op in
-  /// its function (LoopFunction::saveText), not copied into each
-  /// statement: a note is some 60 characters, a heap string of its own.
-  llvm::StringRef rule;
+  /// Null: no text (every field "").
+  const Text *text = nullptr;
   SourceLoc loc;
   /// Which gradient mechanism made the op (ir::Provenance::Source, 0, for
   /// forward code); the field a printer or pass asks, `rule` is the text.
   ir::Provenance provenance{};
+
+  llvm::StringRef opName() const { return text ? text->opName : ""; }
+  llvm::StringRef result() const { return text ? text->result : ""; }
+  llvm::StringRef rule() const { return text ? text->rule : ""; }
 };
 
 /// How an accumulation combines.
@@ -274,9 +283,9 @@ struct Stmt {
     KernelCall, ///< a library kernel (operands below)
     Call,       ///< a function of the module or an extern function
   };
-  // The small fields of every kind first, together, and the fields of the
-  // rare kinds in RareVectors: a statement is 256 bytes (a gradient of
-  // 100,000 steps has millions).
+  // The small fields of every kind first, together, the fields of the
+  // rare kinds in RareVectors and the origin's texts once per op: a
+  // statement is 216 bytes (a gradient of 100,000 steps has millions).
   Kind kind;
 
   // For.
@@ -365,10 +374,16 @@ struct LoopFunction {
   /// naming a buffer is not a walk over all of them (a 100,000-op chain).
   llvm::StringMap<unsigned> bufferNames, nextSuffix;
 
-  /// A copy of `text` that lives as long as the function (statements'
-  /// Origin::rule).
+  /// A copy of `text` that lives as long as the function.
   llvm::StringRef saveText(llvm::StringRef text) {
     return llvm::StringSaver(textStorage).save(text);
+  }
+  /// Texts for statements' Origin::text, saved as long as the function
+  /// lives.
+  const Origin::Text *saveOrigin(llvm::StringRef opName, llvm::StringRef result,
+                                 llvm::StringRef rule) {
+    return new (textStorage.Allocate<Origin::Text>())
+        Origin::Text{opName, saveText(result), saveText(rule)};
   }
 
   Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,

@@ -151,7 +151,12 @@ public:
 private:
   // Names.
   void nameEverything();
-  std::string bufferName(const Buffer *b) const { return names.lookup(b); }
+  /// The name, not a copy of it: a buffer is named wherever it is used.
+  const std::string &bufferName(const Buffer *b) const {
+    static const std::string none;
+    auto it = names.find(b);
+    return it == names.end() ? none : it->second;
+  }
   bool isScalarParam(const Buffer *b) const {
     return b->kind == Buffer::Kind::Param && b->shape.empty();
   }
@@ -564,9 +569,9 @@ const std::string &FunctionPrinter::sourceLine(SourceLoc at) {
 /// One comment per source statement or rule: the rule's note, else the
 /// source line.
 void FunctionPrinter::comment(const Origin &origin) {
-  llvm::StringRef text = origin.rule.empty()
+  llvm::StringRef text = origin.rule().empty()
                              ? llvm::StringRef(sourceLine(origin.loc))
-                             : origin.rule;
+                             : origin.rule();
   if (text.empty() || text == lastComment)
     return;
   if (!afterBrace())

@@ -77,9 +77,9 @@ private:
     if (!failed) {
       failed = true;
       std::string where = "in function '" + frame->fn->name + "'";
-      if (frame->stmt && !frame->stmt->origin.opName.empty())
-        where += ": '" + frame->stmt->origin.opName + "' (" +
-                 frame->stmt->origin.result + ")";
+      if (frame->stmt && !frame->stmt->origin.opName().empty())
+        where += ": '" + frame->stmt->origin.opName().str() + "' (" +
+                 frame->stmt->origin.result().str() + ")";
       message = where + ": " + text;
     }
     return false;
@@ -156,9 +156,9 @@ double Evaluator::eval(const Expr &e) {
   case Expr::Kind::Const:
     return e.value;
   case Expr::Kind::Size: {
-    auto it = frame->sizes.find(e.name);
+    auto it = frame->sizes.find(e.name.str());
     if (it == frame->sizes.end()) {
-      fail("size '" + e.name + "' is not bound");
+      fail("size '" + e.name.str() + "' is not bound");
       return 0;
     }
     return double(it->second);

@@ -84,7 +84,10 @@ template <std::size_t Size> class NodePool {
   };
   static_assert(Size >= sizeof(FreeNode));
   static constexpr std::size_t NodesPerSlab = 4096;
-  static constexpr std::size_t Align = alignof(std::max_align_t);
+  // Nodes hold pointers and doubles, nothing aligned more: an Expr of 64
+  // bytes takes 64, not 80.
+  static constexpr std::size_t Align = alignof(void *);
+  static_assert(alignof(double) <= Align);
   static constexpr std::size_t Stride = (Size + Align - 1) / Align * Align;
 
   FreeNode *freeList = nullptr;
@@ -118,6 +121,7 @@ template <typename T> NodePool<sizeof(T)> &poolOf() {
 } // namespace
 
 void *Expr::operator new(std::size_t size) {
+  static_assert(alignof(Expr) <= alignof(void *));
   assert(size == sizeof(Expr) && "a class derived from Expr");
   (void)size;
   return poolOf<Expr>().allocate();
@@ -128,6 +132,7 @@ void Expr::operator delete(void *p, std::size_t) {
 }
 
 void *Stmt::operator new(std::size_t size) {
+  static_assert(alignof(Stmt) <= alignof(void *));
   assert(size == sizeof(Stmt) && "a class derived from Stmt");
   (void)size;
   return poolOf<Stmt>().allocate();
@@ -138,6 +143,7 @@ void Stmt::operator delete(void *p, std::size_t) {
 }
 
 void *Buffer::operator new(std::size_t size) {
+  static_assert(alignof(Buffer) <= alignof(void *));
   assert(size == sizeof(Buffer) && "a class derived from Buffer");
   (void)size;
   return poolOf<Buffer>().allocate();
@@ -182,7 +188,7 @@ ExprPtr loops::index(int64_t value) {
 
 ExprPtr loops::sizeRef(llvm::StringRef name) {
   auto e = std::make_unique<Expr>(Expr::Kind::Size, ScalarType::Index);
-  e->name = name.str();
+  e->name = InternedString(name);
   return e;
 }
 

@@ -110,16 +110,17 @@ void Lowering::setOrigin(const ir::Op *op) {
   if (!op)
     return;
   origin.op = op;
-  origin.opName = op->getName().str();
+  std::string result, rule;
   if (op->getNumResults())
-    origin.result = names.get(op->getResult(0));
+    result = names.get(op->getResult(0));
   origin.loc = op->getLoc();
   origin.provenance = op->getProvenance();
   if (origin.provenance != ir::Provenance::Source)
-    origin.rule = fn.saveText(op->getNote());
+    rule = op->getNote();
   else if (op->getGradRule().isSet())
-    origin.rule = fn.saveText("rule '" + op->getGradRule().ruleName + "' (" +
-                              op->getGradRule().via + ")");
+    rule = "rule '" + op->getGradRule().ruleName + "' (" +
+           op->getGradRule().via + ")";
+  origin.text = fn.saveOrigin(op->getName(), result, rule);
 }
 
 void Lowering::add(Block &block, StmtPtr s) {
@@ -453,7 +454,7 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
       continue;
     const ir::Value *r = src.getReturns()[i];
     Buffer *out = fn.outputs[i];
-    l.origin.result = names.get(r);
+    l.origin.text = fn.saveOrigin("", names.get(r), "");
     Nest n = l.openNest(l.top(), out->shape);
     l.store(*n.body, out, Lowering::flatIndex(out->shape, n.idx),
             load(l.bufferOf(r), Lowering::flatIndex(out->shape, n.idx)));

@@ -42,7 +42,7 @@ bool lowerConstant(Lowering &l, const ir::Op &op) {
   }
   Buffer *data = l.fn.addBuffer(
       Buffer::Kind::Constant, type.dtype, type.shape,
-      l.origin.result.size() > 1 ? l.origin.result.substr(1) : "const");
+      l.origin.result().size() > 1 ? l.origin.result().substr(1) : "const");
   for (double v : *values)
     data->data.push_back(ir::roundToDType(type.dtype, v));
   if (l.mayAlias(op)) {

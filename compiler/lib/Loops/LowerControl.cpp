@@ -321,7 +321,7 @@ bool lowerTakeRow(Lowering &l, const ir::Op &op, int64_t axis) {
   const TensorType &type = op.getResult()->getType();
   Buffer *view = l.fn.addBuffer(
       Buffer::Kind::Alias, type.dtype, type.shape,
-      l.origin.result.size() > 1 ? l.origin.result.substr(1) : "row");
+      l.origin.result().size() > 1 ? l.origin.result().substr(1) : "row");
   view->base = in;
   view->offset =
       prim(PrimOp::Mul, std::move(i),

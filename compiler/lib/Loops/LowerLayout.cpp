@@ -85,7 +85,7 @@ bool lowerReshape(Lowering &l, const ir::Op &op) {
   const TensorType &type = op.getResult()->getType();
   Buffer *view = l.fn.addBuffer(
       Buffer::Kind::Alias, type.dtype, type.shape,
-      l.origin.result.size() > 1 ? l.origin.result.substr(1) : "view");
+      l.origin.result().size() > 1 ? l.origin.result().substr(1) : "view");
   view->base = l.bufferOf(x);
   view->offset = index(0);
   l.bind(op.getResult(), view);
@@ -197,7 +197,7 @@ bool lowerSlice(Lowering &l, const ir::Op &op) {
   if (contiguous && l.mayAlias(op)) {
     Buffer *view = l.fn.addBuffer(
         Buffer::Kind::Alias, type.dtype, type.shape,
-        l.origin.result.size() > 1 ? l.origin.result.substr(1) : "view");
+        l.origin.result().size() > 1 ? l.origin.result().substr(1) : "view");
     view->base = l.bufferOf(x);
     view->offset =
         start == 0

@@ -79,7 +79,7 @@ std::optional<Product> asProduct(const Expr &e) {
   if (e.kind == Expr::Kind::Const && e.type == ScalarType::Index)
     return Product{int64_t(e.value), {}};
   if (e.kind == Expr::Kind::Size)
-    return Product{1, {e.name}};
+    return Product{1, {e.name.str()}};
   if (e.kind == Expr::Kind::Prim && e.op == PrimOp::Mul) {
     std::optional<Product> a = asProduct(*e.args[0]);
     std::optional<Product> b = asProduct(*e.args[1]);

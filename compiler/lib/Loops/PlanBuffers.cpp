@@ -38,7 +38,7 @@ std::string key(const Expr &e) {
   case Expr::Kind::Const:
     return std::to_string(int64_t(e.value));
   case Expr::Kind::Size:
-    return e.name;
+    return e.name.str();
   default:
     break;
   }

@@ -103,7 +103,7 @@ private:
     case Expr::Kind::Const:
       return constStr(e.type, e.value);
     case Expr::Kind::Size:
-      return e.name;
+      return e.name.str();
     case Expr::Kind::LoopVar:
       return "%i" + std::to_string(e.var);
     case Expr::Kind::Load:
@@ -149,23 +149,24 @@ private:
   void indent(unsigned depth) { os.indent(2 * depth); }
 
   void printOrigin(const Origin &o, unsigned depth) {
-    if (lastOrigin && lastOrigin->op == o.op && lastOrigin->result == o.result)
+    if (lastOrigin && lastOrigin->op == o.op &&
+        lastOrigin->result() == o.result())
       return;
     lastOrigin = &o;
     if (needBlank)
       os << "\n";
     needBlank = true;
     indent(depth);
-    if (o.opName.empty())
-      os << "# return " << o.result;
+    if (o.opName().empty())
+      os << "# return " << o.result();
     else
-      os << "# " << o.result << " = " << o.opName;
+      os << "# " << o.result() << " = " << o.opName();
     if (sm && o.loc.isValid())
       os << "  (" << sm->formatLoc(o.loc) << ")";
     os << "\n";
-    if (!o.rule.empty()) {
+    if (!o.rule().empty()) {
       indent(depth);
-      os << "# " << o.rule << "\n";
+      os << "# " << o.rule() << "\n";
     }
   }
 

@@ -114,9 +114,9 @@ private:
       return true;
     case Expr::Kind::Size:
       for (const std::string &s : fn.sizeNames)
-        if (s == e.name)
+        if (s == e.name.ref())
           return true;
-      return bad("size '" + e.name + "' is not a size of the function");
+      return bad("size '" + e.name.str() + "' is not a size of the function");
     case Expr::Kind::LoopVar:
       if (!live.count(e.var))
         return bad("%i" + std::to_string(e.var) + " is used outside its loop");

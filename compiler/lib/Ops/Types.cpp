@@ -2,6 +2,8 @@
 
 #include "gradc/Ops/Types.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 using namespace gradc;
 
 llvm::StringRef gradc::dtypeName(DType t) {
@@ -44,7 +46,9 @@ std::optional<DType> gradc::parseDType(llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::string Dim::str() const { return isKnown() ? std::to_string(size) : name; }
+std::string Dim::str() const {
+  return isKnown() ? std::to_string(size) : name.str();
+}
 
 std::string gradc::shapeStr(llvm::ArrayRef<Dim> shape) {
   std::string s = "[";
@@ -78,6 +82,22 @@ bool gradc::knownSizesFit(llvm::ArrayRef<Dim> shape) {
         __builtin_mul_overflow(n, d.getSize(), &n))
       return false;
   return true;
+}
+
+void TensorType::print(llvm::raw_ostream &os) const {
+  os << dtypeName(dtype);
+  if (shape.empty())
+    return;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      os << ", ";
+    if (shape[i].isKnown())
+      os << shape[i].getSize();
+    else
+      os << shape[i].getName();
+  }
+  os << ']';
 }
 
 std::string TensorType::str() const {

@@ -44,8 +44,10 @@ void computationKey(const Op &op, llvm::SmallVectorImpl<char> &key) {
     os << a.name << '#' << a.value.index() << '=' << attrValueStr(a.value)
        << ';';
   os << "}->";
-  for (const Value *r : op.getResults())
-    os << r->getType().str() << ',';
+  for (const Value *r : op.getResults()) {
+    r->getType().print(os);
+    os << ',';
+  }
   // The rule function is the instance of a rule at one use, so it
   // identifies the rule; where the annotation was written does not matter.
   const GradRuleAttr &rule = op.getGradRule();

@@ -45,8 +45,9 @@ std::string fingerprint(const Module &module) {
     for (const auto &op : fn->getOps()) {
       for (const Value *r : op->getResults()) {
         number.try_emplace(r, number.size());
-        os << '%' << number.lookup(r) << ':' << r->getName() << ':'
-           << r->getType().str() << ' ';
+        os << '%' << number.lookup(r) << ':' << r->getName() << ':';
+        r->getType().print(os);
+        os << ' ';
       }
       os << "= " << op->getName();
       for (const Value *v : op->getOperands())

@@ -19,6 +19,7 @@
 #ifndef GRADC_LOOPS_LOOPIR_H
 #define GRADC_LOOPS_LOOPIR_H
 
+#include "gradc/Basic/Interned.h"
 #include "gradc/Basic/SourceManager.h"
 #include "gradc/Ops/Scalar.h"
 #include "gradc/Ops/Types.h"
@@ -75,14 +76,16 @@ struct Expr {
     Select,    ///< `args[0] ? args[1] : args[2]`
     Cast,      ///< `args[0]` converted to `type`
   };
+  // Small fields first, so that a node is 64 bytes.
   Kind kind;
   ScalarType type;
-  double value = 0;
-  std::string name;
-  unsigned var = 0;
-  Buffer *buffer = nullptr;
   PrimOp op = PrimOp::Add;
   Intrinsic fn = Intrinsic::Exp;
+  unsigned var = 0;
+  double value = 0;
+  /// Interned: a chain of 100,000 steps has millions of size nodes.
+  InternedString name;
+  Buffer *buffer = nullptr;
   /// The operands, kept in the node up to two (no allocation of their
   /// own: a chain of 100,000 steps has millions of nodes).
   llvm::SmallVector<std::unique_ptr<Expr>, 2> args;
@@ -177,17 +180,29 @@ llvm::StringRef bufferKindName(Buffer::Kind k);
 /// from in the source, and the gradient rule (or other provenance note)
 /// that made the op. A printer keeps these as comments.
 struct Origin {
+  /// The texts of one op, kept once in its function (LoopFunction::
+  /// saveOrigin) and pointed to by each of its statements, which are
+  /// many (a gradient of 100,000 steps has millions).
+  struct Text {
+    /// `exp` (the op table's name), or "" when no op (a copy to an output).
+    llvm::StringRef opName;
+    /// The op's first result as printed, `%h`.
+    llvm::StringRef result;
+    /// The op's provenance note, "" for a source op.
+    llvm::StringRef rule;
+  };
+
   const ir::Op *op = nullptr;
-  std::string opName; ///< `exp`, or "" when no op (a copy to an output)
-  std::string result; ///< the op's first result as printed, `%h`
+  /// Null: no text (every field "").
+  const Text *text = nullptr;
   SourceLoc loc;
-  /// The op's provenance note, "" for a source op. Kept once per op in
-  /// its function (LoopFunction::saveText), not copied into each
-  /// statement: a note is some 60 characters, a heap string of its own.
-  llvm::StringRef rule;
   /// Which gradient mechanism made the op (ir::Provenance::Source, 0, for
   /// forward code); the field a printer or pass asks, `rule` is the text.
   ir::Provenance provenance{};
+
+  llvm::StringRef opName() const { return text ? text->opName : ""; }
+  llvm::StringRef result() const { return text ? text->result : ""; }
+  llvm::StringRef rule() const { return text ? text->rule : ""; }
 };
 
 /// How an accumulation combines.
@@ -204,6 +219,61 @@ llvm::StringRef checkStatusName(CheckStatus s);
 enum class Kernel : uint8_t { MatMul };
 llvm::StringRef kernelName(Kernel k);
 
+/// A std::vector that most statements leave empty (a call's buffers, a
+/// kernel's operands, a parallel loop's privates): one pointer, and a
+/// vector of its own only once it has elements, so that a statement of
+/// another kind does not carry 24 bytes for it. Iterators are pointers.
+template <typename T> class RareVector {
+public:
+  RareVector() = default;
+  RareVector(const RareVector &o) { *this = o; }
+  RareVector(RareVector &&) = default;
+  RareVector &operator=(const RareVector &o) {
+    if (this != &o)
+      *this = std::vector<T>(o.begin(), o.end());
+    return *this;
+  }
+  RareVector &operator=(RareVector &&) = default;
+  RareVector &operator=(std::vector<T> v) {
+    items =
+        v.empty() ? nullptr : std::make_unique<std::vector<T>>(std::move(v));
+    return *this;
+  }
+
+  T *begin() { return items ? items->data() : nullptr; }
+  T *end() { return items ? items->data() + items->size() : nullptr; }
+  const T *begin() const { return items ? items->data() : nullptr; }
+  const T *end() const {
+    return items ? items->data() + items->size() : nullptr;
+  }
+  size_t size() const { return items ? items->size() : 0; }
+  bool empty() const { return !items || items->empty(); }
+  T &operator[](size_t i) { return (*items)[i]; }
+  const T &operator[](size_t i) const { return (*items)[i]; }
+  operator llvm::ArrayRef<T>() const { return {begin(), end()}; }
+
+  void push_back(T x) { vector().push_back(std::move(x)); }
+  template <typename... Args> T &emplace_back(Args &&...args) {
+    return vector().emplace_back(std::forward<Args>(args)...);
+  }
+  template <typename It> void assign(It first, It last) {
+    *this = std::vector<T>(first, last);
+  }
+  template <typename It> void insert(const T *at, It first, It last) {
+    size_t i = at - begin();
+    vector().insert(vector().begin() + i, first, last);
+  }
+  void clear() { items.reset(); }
+
+private:
+  std::vector<T> &vector() {
+    if (!items)
+      items = std::make_unique<std::vector<T>>();
+    return *items;
+  }
+  std::unique_ptr<std::vector<T>> items;
+};
+
 struct Stmt {
   enum class Kind : uint8_t {
     For,        ///< for var in [0, extent): body
@@ -213,25 +283,16 @@ struct Stmt {
     KernelCall, ///< a library kernel (operands below)
     Call,       ///< a function of the module or an extern function
   };
+  // The small fields of every kind first, together, the fields of the
+  // rare kinds in RareVectors and the origin's texts once per op: a
+  // statement is 216 bytes (a gradient of 100,000 steps has millions).
   Kind kind;
-  Origin origin;
 
   // For.
-  unsigned var = 0;
-  ExprPtr extent;
-  std::vector<std::unique_ptr<Stmt>> body;
   /// Set by the `parallel` pass (Parallel.cpp) on an outermost loop whose
   /// iterations are independent: a printer may run them on several
   /// threads, in any order, with bitwise the same results.
   bool parallel = false;
-  /// For a parallel loop: the locals and stack buffers that only this
-  /// loop touches and that each iteration writes before it reads them;
-  /// every thread (every iteration) has its own copy.
-  std::vector<Buffer *> privates;
-  /// For a parallel loop: the estimated operations of the whole loop (an
-  /// index expression of the sizes); threads are used only when it is at
-  /// least parallelMinWork.
-  std::unique_ptr<Expr> work;
   /// Set by the `jam` pass (JamRows.cpp) on a loop that it made of two
   /// rows' loops and whose iterations touch disjoint memory: each buffer
   /// that it writes (other than a local) it accesses only at its own
@@ -239,34 +300,54 @@ struct Stmt {
   /// GRADC_IVDEP), which otherwise checks every pair of pointers at run
   /// time before it vectorises (GCC gives up beyond 10 pairs).
   bool independent = false;
+  // Accumulate.
+  Combiner combiner = Combiner::Add;
+  // Check.
+  CheckStatus status = CheckStatus::Index;
+  // KernelCall MatMul: z[zOff + i*N + j] = sum_p a[aOff + i*K + p] *
+  // b[bOff + p*N + j], accumulated in `accType` in increasing p.
+  Kernel kernel = Kernel::MatMul;
+  ScalarType accType = ScalarType::F64;
+  // Call.
+  bool isExtern = false;
+  /// The callee returns an ABI status that is checked.
+  bool checksStatus = false;
+  // For.
+  unsigned var = 0;
+
+  Origin origin;
+
+  // For.
+  ExprPtr extent;
+  std::vector<std::unique_ptr<Stmt>> body;
+  /// For a parallel loop: the locals and stack buffers that only this
+  /// loop touches and that each iteration writes before it reads them;
+  /// every thread (every iteration) has its own copy.
+  RareVector<Buffer *> privates;
+  /// For a parallel loop: the estimated operations of the whole loop (an
+  /// index expression of the sizes); threads are used only when it is at
+  /// least parallelMinWork.
+  std::unique_ptr<Expr> work;
 
   // Store, Accumulate.
   Buffer *buffer = nullptr;
   ExprPtr index;
   ExprPtr value;
-  Combiner combiner = Combiner::Add;
 
   // Check.
   ExprPtr cond;
   std::string message;
-  CheckStatus status = CheckStatus::Index;
 
-  // KernelCall MatMul: z[zOff + i*N + j] = sum_p a[aOff + i*K + p] *
-  // b[bOff + p*N + j], accumulated in `accType` in increasing p.
-  Kernel kernel = Kernel::MatMul;
-  ScalarType accType = ScalarType::F64;
+  // KernelCall, Call.
   /// Call: the outputs, then the inputs. KernelCall: z, a, b.
-  std::vector<Buffer *> outputs, inputs;
+  RareVector<Buffer *> outputs, inputs;
   /// KernelCall: zOff, aOff, bOff, M, K, N.
-  std::vector<ExprPtr> operands;
+  RareVector<ExprPtr> operands;
 
   // Call.
   std::string callee;
-  bool isExtern = false;
-  /// The callee returns an ABI status that is checked.
-  bool checksStatus = false;
   /// The callee's size names, each with its value here.
-  std::vector<std::pair<std::string, ExprPtr>> sizeArgs;
+  RareVector<std::pair<std::string, ExprPtr>> sizeArgs;
 
   explicit Stmt(Kind kind) : kind(kind) {}
   // From a free list, as Expr.
@@ -293,10 +374,16 @@ struct LoopFunction {
   /// naming a buffer is not a walk over all of them (a 100,000-op chain).
   llvm::StringMap<unsigned> bufferNames, nextSuffix;
 
-  /// A copy of `text` that lives as long as the function (statements'
-  /// Origin::rule).
+  /// A copy of `text` that lives as long as the function.
   llvm::StringRef saveText(llvm::StringRef text) {
     return llvm::StringSaver(textStorage).save(text);
+  }
+  /// Texts for statements' Origin::text, saved as long as the function
+  /// lives.
+  const Origin::Text *saveOrigin(llvm::StringRef opName, llvm::StringRef result,
+                                 llvm::StringRef rule) {
+    return new (textStorage.Allocate<Origin::Text>())
+        Origin::Text{opName, saveText(result), saveText(rule)};
   }
 
   Buffer *addBuffer(Buffer::Kind kind, DType dtype, llvm::ArrayRef<Dim> shape,

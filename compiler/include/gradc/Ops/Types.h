@@ -9,6 +9,8 @@
 #ifndef GRADC_OPS_TYPES_H
 #define GRADC_OPS_TYPES_H
 
+#include "gradc/Basic/Interned.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -16,6 +18,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
 
 namespace gradc {
 
@@ -39,7 +45,7 @@ public:
   }
   static Dim named(llvm::StringRef name) {
     Dim d;
-    d.name = name.str();
+    d.name = InternedString(name);
     return d;
   }
   bool isKnown() const { return name.empty(); }
@@ -54,7 +60,7 @@ public:
 
 private:
   int64_t size = 0;
-  std::string name; // empty for a known size
+  InternedString name; // empty for a known size
 };
 
 using Shape = llvm::SmallVector<Dim, 4>;
@@ -91,6 +97,9 @@ struct TensorType {
   bool operator!=(const TensorType &o) const { return !(*this == o); }
   /// "f32[2, N]", or "f32" for a scalar: the language's own spelling.
   std::string str() const;
+  /// The same text, written to `os` (cse's keys and canonicalize's
+  /// fingerprint write one per value: no string of its own).
+  void print(llvm::raw_ostream &os) const;
 };
 
 } // namespace gradc

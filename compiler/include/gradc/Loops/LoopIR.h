@@ -31,8 +31,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Allocator.h"
-#include "llvm/Support/StringSaver.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -374,9 +374,16 @@ struct LoopFunction {
   /// naming a buffer is not a walk over all of them (a 100,000-op chain).
   llvm::StringMap<unsigned> bufferNames, nextSuffix;
 
-  /// A copy of `text` that lives as long as the function.
+  /// A copy of `text` that lives as long as the function. Copied here, not
+  /// by llvm::StringSaver: its `save` is compiled into libLLVM, and under
+  /// AddressSanitizer the allocator's inline code in gradc poisons the
+  /// slabs it makes while libLLVM's copy does not unpoison what it hands
+  /// out (FuzzABI: use-after-poison).
   llvm::StringRef saveText(llvm::StringRef text) {
-    return llvm::StringSaver(textStorage).save(text);
+    char *p = textStorage.Allocate<char>(text.size() + 1);
+    std::copy(text.begin(), text.end(), p);
+    p[text.size()] = '\0';
+    return {p, text.size()};
   }
   /// Texts for statements' Origin::text, saved as long as the function
   /// lives.

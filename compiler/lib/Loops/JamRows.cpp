@@ -24,7 +24,14 @@
 // would give a C++ compiler more pointers to prove apart). F is 4 when S
 // has at most half of jamMaxStatements statements and R is not a constant
 // below 4, else 2 (`jamFactor`; K5's gradient, 4 against 2: -3% C++, -6%
-// LLVM). The loop is jammed when
+// LLVM). F rows pay only while their passes stay in the cache: when the
+// sums add in their own type (`--accumulate=f32`), the groups run only
+// while the bytes the F rows touch (`rowsFootprint`) are at most
+// jamCacheBytes, a test of the sizes (at run time when they are names:
+// the groups' loop runs `select(bytes <= 65536, R / F, 0)` times and the
+// rows after them, all of them when the test fails, run one at a time);
+// sums that widen (`lanes[l] += f64(x)`, the default order) are bound by
+// their conversions, and jam at any width. The loop is jammed when
 //
 //  1. S has no check, call or kernel call, and no i32 division;
 //  2. every buffer that S writes (through views, by root) is
@@ -86,6 +93,15 @@ namespace {
 /// At most this many statements (nested ones included) in a jammed loop.
 constexpr unsigned jamMaxStatements = 256;
 
+/// At most this many bytes touched by the F rows of a jammed iteration
+/// whose sums add in their own type (`Jammer::rowsFootprint`): K5's
+/// gradient with `--accumulate=f32` (eight arrays of C floats a row, five
+/// of them the row's own) gains from four rows at C = 512 (48 KB: C++
+/// -9%, LLVM the same) and loses at C = 1,024 (95 KB: one row at a time
+/// is 7% (C++) and 17% (LLVM) faster; the four rows' passes evict one
+/// another's rows from the 48 KB L1 cache).
+constexpr int64_t jamCacheBytes = 64 * 1024;
+
 Buffer *rootOf(Buffer *b) {
   while (b->kind == Buffer::Kind::Alias && b->base)
     b = b->base;
@@ -105,6 +121,40 @@ std::optional<int64_t> constIndex(const Expr &e) {
   if (e.kind == Expr::Kind::Const && e.type == ScalarType::Index)
     return int64_t(e.value);
   return std::nullopt;
+}
+
+/// The value of index arithmetic of constants (`1024 / 16 * 16`), if `e`
+/// is that.
+std::optional<int64_t> foldIndex(const Expr &e) {
+  if (std::optional<int64_t> c = constIndex(e))
+    return c;
+  if (e.kind != Expr::Kind::Prim || e.type != ScalarType::Index ||
+      e.args.size() != 2)
+    return std::nullopt;
+  std::optional<int64_t> a = foldIndex(*e.args[0]), b = foldIndex(*e.args[1]);
+  if (!a || !b)
+    return std::nullopt;
+  switch (e.op) {
+  case PrimOp::Add:
+    return *a + *b;
+  case PrimOp::Sub:
+    return *a - *b;
+  case PrimOp::Mul:
+    return *a * *b;
+  case PrimOp::Div:
+    return *b ? std::optional<int64_t>(*a / *b) : std::nullopt;
+  case PrimOp::Rem:
+    return *b ? std::optional<int64_t>(*a % *b) : std::nullopt;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Whether `e` uses any loop variable.
+bool usesLoopVar(const Expr &e) {
+  if (e.kind == Expr::Kind::LoopVar)
+    return true;
+  return llvm::any_of(e.args, [](const ExprPtr &a) { return usesLoopVar(*a); });
 }
 
 /// One access of a buffer in the loop: its index, the statement (for a
@@ -223,6 +273,12 @@ private:
   llvm::SmallVector<Buffer *, 8> privates;
   llvm::DenseMap<const Buffer *, size_t> columnSums; // -> its statement
   llvm::SmallVector<Buffer *, 4> columnOrder;        // in order of access
+  /// The bytes that the F rows of an iteration touch when that is known
+  /// only at run time (`rowsFootprint`), else null.
+  ExprPtr footprint;
+  /// Whether a lane loop adds its values in a wider type (`lanes[l] +=
+  /// f64(x[...])`, the default order of f32 sums).
+  bool widens = false;
 
   /// Calls f on every buffer a statement (nested ones included) names.
   static void walk(const Stmt &s, llvm::function_ref<void(Buffer *)> f) {
@@ -281,9 +337,12 @@ private:
           walkExprs(*b, [&](const Expr &e) {
             math |= e.kind == Expr::Kind::Intrinsic;
           });
-        for (const StmtPtr &b : s.body)
+        for (const StmtPtr &b : s.body) {
           if (!math && b->buffer && b->buffer->kind == Buffer::Kind::Stack)
             cheapLanes.insert(b->buffer);
+          widens |= b->kind == Stmt::Kind::Accumulate && b->value &&
+                    b->value->kind == Expr::Kind::Cast;
+        }
       }
       loops.push_back(&s);
       for (const StmtPtr &b : s.body)
@@ -407,6 +466,8 @@ private:
     privates.clear();
     columnSums.clear();
     columnOrder.clear();
+    footprint = nullptr;
+    widens = false;
     if (std::optional<int64_t> n = constIndex(*loop.extent); n && *n < 2)
       return false;
     std::vector<Access> accesses;
@@ -456,9 +517,73 @@ private:
           return false;
     }
     // A sum of each row's own: lanes that each iteration sets.
-    return !columnSums.empty() && llvm::any_of(privates, [&](const Buffer *b) {
-      return cheapLanes.count(b);
-    });
+    if (columnSums.empty() || !llvm::any_of(privates, [&](const Buffer *b) {
+          return cheapLanes.count(b);
+        }))
+      return false;
+    // Sums that widen are bound by their conversions, not by the cache:
+    // four rows gain at every width (K5's gradient in the default order,
+    // C = 1,024: -15% C++, -25% LLVM against one row at a time).
+    if (widens)
+      return true;
+    footprint = rowsFootprint(loop, accesses);
+    if (!footprint)
+      return true;
+    std::optional<int64_t> bytes = foldIndex(*footprint);
+    if (!bytes)
+      return true;
+    footprint = nullptr;
+    return *bytes <= jamCacheBytes;
+  }
+
+  /// The bytes that the F rows of an iteration touch, an index expression
+  /// of the sizes: for each array (not a local) the trip counts of the
+  /// loops around its first access in the body times its element size, F
+  /// times for an array of the row's own (a private one, or one accessed
+  /// at an index of the row) and once for one that the rows share (a
+  /// column sum, a parameter read whole). Null when a trip count depends
+  /// on a loop variable. More than jamCacheBytes, the F rows' passes evict
+  /// one another's data from the L1 cache, and one row at a time is
+  /// faster.
+  ExprPtr rowsFootprint(const Stmt &loop, const std::vector<Access> &accesses) {
+    llvm::DenseMap<const Buffer *, const Access *> first;
+    llvm::SmallVector<const Buffer *, 16> order;
+    llvm::DenseSet<const Buffer *> own(privates.begin(), privates.end());
+    for (const Access &a : accesses) {
+      const Buffer *b = rootOf(a.buffer);
+      if (b->kind == Buffer::Kind::Local)
+        continue;
+      if (first.try_emplace(b, &a).second)
+        order.push_back(b);
+      if (usesVar(*a.index, loop.var))
+        own.insert(b);
+    }
+    // Symbolic terms after one constant each (the stack buffers, arrays
+    // of known size), so that the test reads as a sum of rows.
+    int64_t ownConst = 0, sharedConst = 0;
+    llvm::SmallVector<ExprPtr, 8> ownTerms, sharedTerms;
+    for (const Buffer *b : order) {
+      ExprPtr bytes = index(int64_t(elementByteSize(b->dtype)));
+      for (const Stmt *l : first[b]->loops) {
+        if (usesLoopVar(*l->extent))
+          return nullptr;
+        bytes = prim(PrimOp::Mul, std::move(bytes), l->extent->clone());
+      }
+      bool mine = own.count(b);
+      if (std::optional<int64_t> c = foldIndex(*bytes))
+        (mine ? ownConst : sharedConst) += *c;
+      else
+        (mine ? ownTerms : sharedTerms).push_back(std::move(bytes));
+    }
+    auto sum = [](int64_t c, llvm::SmallVectorImpl<ExprPtr> &terms) {
+      ExprPtr total = index(c);
+      for (ExprPtr &t : terms)
+        total = prim(PrimOp::Add, std::move(total), std::move(t));
+      return total;
+    };
+    return prim(PrimOp::Add,
+                prim(PrimOp::Mul, index(factor), sum(ownConst, ownTerms)),
+                sum(sharedConst, sharedTerms));
   }
 
   /// Condition 2b: in a statement that is jammed, every accumulation of
@@ -511,16 +636,29 @@ private:
           copies[f]->buffers[b] =
               fn.addBuffer(b->kind, b->dtype, b->shape, b->name);
     }
-    ExprPtr last = prim(PrimOp::Add,
-                        prim(PrimOp::Sub, rows.clone(),
-                             prim(PrimOp::Rem, rows.clone(), index(factor))),
-                        loopVar(r));
+    // Iterations of F rows: R / F, or none when the F rows would not fit
+    // in the cache (known at run time only); the rows after them run one
+    // at a time.
+    ExprPtr iterations = split(rows, PrimOp::Div);
+    ExprPtr firstRest, restRows;
+    if (footprint) {
+      iterations =
+          select(prim(PrimOp::Le, std::move(footprint), index(jamCacheBytes)),
+                 std::move(iterations), index(0));
+      firstRest = prim(PrimOp::Mul, iterations->clone(), index(factor));
+      restRows = prim(PrimOp::Sub, rows.clone(), firstRest->clone());
+    } else {
+      firstRest = prim(PrimOp::Sub, rows.clone(),
+                       prim(PrimOp::Rem, rows.clone(), index(factor)));
+      restRows = split(rows, PrimOp::Rem);
+    }
+    ExprPtr last = prim(PrimOp::Add, std::move(firstRest), loopVar(r));
     Copier rest(fn, loop.var, *last);
 
     auto jammed = std::make_unique<Stmt>(Stmt::Kind::For);
     jammed->origin = loop.origin;
     jammed->var = k;
-    jammed->extent = split(rows, PrimOp::Div);
+    jammed->extent = std::move(iterations);
     for (const StmtPtr &s : loop.body) {
       StmtPtr a = copies[0]->stmt(*s);
       if (jamsWith(loop, *s)) {
@@ -544,14 +682,14 @@ private:
     auto remainder = std::make_unique<Stmt>(Stmt::Kind::For);
     remainder->origin = loop.origin;
     remainder->var = r;
-    remainder->extent = split(rows, PrimOp::Rem);
+    remainder->extent = std::move(restRows);
     for (const StmtPtr &s : loop.body)
       remainder->body.push_back(rest.stmt(*s));
 
     std::vector<StmtPtr> out;
     out.push_back(std::move(jammed));
-    std::optional<int64_t> n = constIndex(rows);
-    if (!n || *n % factor)
+    std::optional<int64_t> n = constIndex(*remainder->extent);
+    if (!n || *n)
       out.push_back(std::move(remainder));
     return out;
   }

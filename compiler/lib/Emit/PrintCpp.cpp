@@ -212,12 +212,11 @@ private:
   /// Where the function goes, and its text not yet written there.
   llvm::raw_ostream &os;
   std::string out;
-  /// Writes `out` to `os` once it holds this much, but for its last two
-  /// characters (afterBrace reads them): a function of a 100,000-step
-  /// chain is a hundred megabytes of C++, and a string of it (grown by
-  /// doubling, then copied by the driver) touched three times as much
-  /// fresh memory.
-  static constexpr size_t spillBytes = size_t(1) << 20;
+  /// Writes `out` to `os` once it holds options.writeChunk bytes, but for
+  /// its last two characters (afterBrace reads them): a function of a
+  /// 100,000-step chain is a hundred megabytes of C++, and a string of it
+  /// (grown by doubling, then copied by the driver) touched three times as
+  /// much fresh memory.
   void spill();
 
   NameScope scope;
@@ -523,7 +522,7 @@ static bool breaksAfter(llvm::StringRef token) {
 }
 
 void FunctionPrinter::spill() {
-  if (out.size() < spillBytes)
+  if (out.size() <= 2 || out.size() < options.writeChunk)
     return;
   os.write(out.data(), out.size() - 2);
   out.erase(0, out.size() - 2);

@@ -137,6 +137,12 @@ cl::opt<bool> timePhases(
     cl::desc("Print the wall and CPU time of each phase on standard error"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
+// A test hook (test/Emit/cpp-streamed.test): the output must not depend on it.
+cl::opt<unsigned> cppWriteChunk(
+    "cpp-write-chunk", cl::Hidden, cl::init(1u << 20),
+    cl::desc("Bytes of a function's C++ held before they are written"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
                         cl::cat(gradcCategory));
 
@@ -500,6 +506,7 @@ int compileCommand(Compilation &c) {
     options.sourceName = llvm::sys::path::filename(inputFile).str();
     options.sourceManager = &c.sm;
     options.disableFree = true;
+    options.writeChunk = cppWriteChunk;
     TimeRegion region(emitKind == EmitKind::Header   ? "emit header"
                       : emitKind == EmitKind::Python ? "emit python"
                                                      : "emit cpp");

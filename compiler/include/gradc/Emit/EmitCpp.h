@@ -34,6 +34,10 @@ struct EmitOptions {
   /// millions of nodes of a 100,000-step gradient costs seconds of CPU
   /// (cache misses, and pages given back to the system) and buys nothing.
   bool disableFree = false;
+  /// The printer writes a function's text to the stream once it holds
+  /// this many bytes (rather than the whole module's C++ at the end); a
+  /// test varies it (`gradc --cpp-write-chunk`).
+  size_t writeChunk = size_t(1) << 20;
 };
 
 /// Writes the C++ source of `module`. Returns false with `error` set only

@@ -36,6 +36,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/bit.h"
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/Path.h"
 
 #include <cinttypes>
@@ -143,8 +144,8 @@ class FunctionPrinter {
 public:
   FunctionPrinter(const ir::Module &module, const LoopFunction &fn,
                   const ir::Function &irFn, const EmitOptions &options,
-                  std::string &out)
-      : module(module), fn(fn), irFn(irFn), options(options), out(out) {}
+                  llvm::raw_ostream &os)
+      : module(module), fn(fn), irFn(irFn), options(options), os(os) {}
 
   void run();
 
@@ -208,7 +209,15 @@ private:
   const LoopFunction &fn;
   const ir::Function &irFn;
   const EmitOptions &options;
-  std::string &out;
+  /// Where the function goes, and its text not yet written there.
+  llvm::raw_ostream &os;
+  std::string out;
+  /// Writes `out` to `os` once it holds options.writeChunk bytes, but for
+  /// its last two characters (afterBrace reads them): a function of a
+  /// 100,000-step chain is a hundred megabytes of C++, and a string of it
+  /// (grown by doubling, then copied by the driver) touched three times as
+  /// much fresh memory.
+  void spill();
 
   NameScope scope;
   std::vector<CParam> cparams;
@@ -512,10 +521,18 @@ static bool breaksAfter(llvm::StringRef token) {
   return llvm::is_contained(ops, token);
 }
 
+void FunctionPrinter::spill() {
+  if (out.size() <= 2 || out.size() < options.writeChunk)
+    return;
+  os.write(out.data(), out.size() - 2);
+  out.erase(0, out.size() - 2);
+}
+
 /// One statement at the current indentation, broken at 80 columns as
 /// clang-format would roughly break it: after a comma or a binary operator
 /// of the least nesting that fits, the rest indented by 4 more.
 void FunctionPrinter::line(const std::string &text) {
+  spill();
   size_t col = indent;
   if (col + text.size() <= lineLimit) {
     out.append(col, ' ');
@@ -1334,6 +1351,8 @@ void FunctionPrinter::run() {
   block(fn.body);
   line("return GRADC_OK;");
   out += "}\n";
+  os << out;
+  out.clear();
 }
 
 } // namespace
@@ -1384,10 +1403,12 @@ bool emit::emitCpp(const ir::Module &module, const EmitOptions &options,
                     decls, ");") +
         "\n";
   }
-  for (const auto &[f, irFn] : fns) {
-    text += "\n";
-    FunctionPrinter(module, *f, *irFn, options, text).run();
-  }
   os << text;
+  for (const auto &[f, irFn] : fns) {
+    os << "\n";
+    FunctionPrinter(module, *f, *irFn, options, os).run();
+  }
+  if (options.disableFree)
+    llvm::BuryPointer(std::move(lowered));
   return true;
 }

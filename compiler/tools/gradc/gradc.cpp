@@ -24,6 +24,7 @@
 #include "gradc/Loops/Loops.h"
 #include "gradc/Transforms/Passes.h"
 
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -134,6 +135,12 @@ cl::opt<bool> valueAndGrad(
 cl::opt<bool> timePhases(
     "time-phases",
     cl::desc("Print the wall and CPU time of each phase on standard error"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
+// A test hook (test/Emit/cpp-streamed.test): the output must not depend on it.
+cl::opt<unsigned> cppWriteChunk(
+    "cpp-write-chunk", cl::Hidden, cl::init(1u << 20),
+    cl::desc("Bytes of a function's C++ held before they are written"),
     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
 cl::opt<bool> printLocs("print-locs", cl::desc("Print locations in IR"),
@@ -498,11 +505,17 @@ int compileCommand(Compilation &c) {
     options.moduleName = cModuleName();
     options.sourceName = llvm::sys::path::filename(inputFile).str();
     options.sourceManager = &c.sm;
-    std::string text;
-    llvm::raw_string_ostream os(text);
+    options.disableFree = true;
+    options.writeChunk = cppWriteChunk;
     TimeRegion region(emitKind == EmitKind::Header   ? "emit header"
                       : emitKind == EmitKind::Python ? "emit python"
                                                      : "emit cpp");
+    // The emitters write straight into the output (a temporary file until
+    // commit): emitCpp fails, if at all, before it writes anything.
+    auto out = Output::open(c, false);
+    if (!out)
+      return c.finish();
+    llvm::raw_ostream &os = out->os();
     if (emitKind == EmitKind::Header)
       emit::emitHeader(*c.ir, options, os);
     else if (emitKind == EmitKind::Python)
@@ -514,10 +527,6 @@ int compileCommand(Compilation &c) {
         return 1;
       }
     }
-    auto out = Output::open(c, false);
-    if (!out)
-      return c.finish();
-    out->os() << text;
     out->commit();
     break;
   }
@@ -559,5 +568,10 @@ int main(int argc, char **argv) {
   if (checkCmd)
     return checkCommand(c, inputFile, backend, pipeline(), checkSeed,
                         checkPoints);
-  return compileCommand(c);
+  int status = compileCommand(c);
+  // gradc exits next: the AST and the IR are left allocated rather than
+  // freed node by node (see emit::EmitOptions::disableFree).
+  llvm::BuryPointer(std::move(c.ir));
+  llvm::BuryPointer(std::move(c.ast));
+  return status;
 }

@@ -29,6 +29,15 @@ struct EmitOptions {
   /// Resolves op locations into the source lines quoted in comments; may
   /// be null (no source comments then).
   const SourceManager *sourceManager = nullptr;
+  /// Leaves the loop IR allocated when done (llvm::BuryPointer), like
+  /// clang's -disable-free: for a process that exits next, freeing the
+  /// millions of nodes of a 100,000-step gradient costs seconds of CPU
+  /// (cache misses, and pages given back to the system) and buys nothing.
+  bool disableFree = false;
+  /// The printer writes a function's text to the stream once it holds
+  /// this many bytes (rather than the whole module's C++ at the end); a
+  /// test varies it (`gradc --cpp-write-chunk`).
+  size_t writeChunk = size_t(1) << 20;
 };
 
 /// Writes the C++ source of `module`. Returns false with `error` set only

@@ -424,9 +424,8 @@ static void outlineLongBlocks(llvm::Function &fn) {
   llvm::BasicBlock &entry = fn.getEntryBlock();
   // The frame is created once its size is known; the addresses refer to a
   // placeholder until then.
-  auto *placeholder =
-      new llvm::AllocaInst(byteType, layout.getAllocaAddrSpace(),
-                           "pieces.frame", entry.getFirstInsertionPt());
+  auto *placeholder = new llvm::AllocaInst(
+      byteType, layout.getAllocaAddrSpace(), "", entry.getFirstInsertionPt());
   uint64_t frameBytes = 0;
   llvm::Align frameAlign(16);
   auto addressOf = [&](uint64_t offset, llvm::Instruction *before) {
@@ -550,7 +549,8 @@ static void outlineLongBlocks(llvm::Function &fn) {
   std::vector<llvm::FreezeInst *> proxies;
   for (std::vector<llvm::BasicBlock *> &pieces : allPieces)
     for (llvm::BasicBlock *piece : pieces) {
-      auto *proxy = new llvm::FreezeInst(frame, "", frame->getNextNode());
+      auto *proxy =
+          new llvm::FreezeInst(frame, "pieces.frame", frame->getNextNode());
       proxies.push_back(proxy);
       for (llvm::Instruction &inst : *piece)
         if (auto *gep = llvm::dyn_cast<llvm::GetElementPtrInst>(&inst))

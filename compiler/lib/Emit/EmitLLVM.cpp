@@ -649,36 +649,41 @@ void emit::optimizeModule(llvm::Module &module, llvm::TargetMachine &tm,
     for (llvm::Function &fn : module)
       if (!fn.isDeclaration())
         fn.addFnAttr("prefer-vector-width", llvm::utostr(width));
-  TimeRegion region("LLVM pipeline");
-  OrderedReductions ordered(true);
-  llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = true;
-  // No SLP vectorisation: LLVM 19's SLP vectoriser miscompiles the
-  // straight-line code that full unrolling makes of small batched matmul
-  // chains on AVX-512 targets (test/Backends/batched-matmul-chain.grad:
-  // the middle batch came out wrong; -opt-bisect-limit names
-  // SLPVectorizerPass, and the input is free of undefined behaviour:
-  // ASan and MSan are clean, and dropping every nuw, noalias and inbounds
-  // changes nothing). The loops are vectorised by the loop vectoriser,
-  // which is where the work is.
-  tuning.SLPVectorization = false;
-  tuning.LoopInterleaving = true;
-  tuning.LoopUnrolling = true;
-  llvm::PassBuilder pb(&tm, tuning);
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::OptimizationLevel level = optLevel == 1   ? llvm::OptimizationLevel::O1
-                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
-                                                  : llvm::OptimizationLevel::O3;
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
-  runWithLargeStack([&] { mpm.run(module, mam); });
+  {
+    TimeRegion region("LLVM pipeline");
+    OrderedReductions ordered(true);
+    llvm::PipelineTuningOptions tuning;
+    tuning.LoopVectorization = true;
+    // No SLP vectorisation: LLVM 19's SLP vectoriser miscompiles the
+    // straight-line code that full unrolling makes of small batched matmul
+    // chains on AVX-512 targets (test/Backends/batched-matmul-chain.grad:
+    // the middle batch came out wrong; -opt-bisect-limit names
+    // SLPVectorizerPass, and the input is free of undefined behaviour:
+    // ASan and MSan are clean, and dropping every nuw, noalias and inbounds
+    // changes nothing). The loops are vectorised by the loop vectoriser,
+    // which is where the work is.
+    tuning.SLPVectorization = false;
+    tuning.LoopInterleaving = true;
+    tuning.LoopUnrolling = true;
+    llvm::PassBuilder pb(&tm, tuning);
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::OptimizationLevel level = optLevel == 1 ? llvm::OptimizationLevel::O1
+                                    : optLevel == 2
+                                        ? llvm::OptimizationLevel::O2
+                                        : llvm::OptimizationLevel::O3;
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
+    runWithLargeStack([&] { mpm.run(module, mam); });
+  }
+  // After the pipeline, which would merge the pieces back (the inliner) or
+  // not see a loop whole (the vectoriser).
   TimeRegion pieces("outline long blocks");
   std::vector<llvm::Function *> optimized;
   for (llvm::Function &fn : module)

@@ -452,25 +452,17 @@ static void outlineLongBlocks(llvm::Function &fn) {
         for (llvm::Value *operand : inst.operands()) {
           if (!needsSlot(operand))
             continue;
+          // The piece that defines it; a value from outside the block
+          // counts as piece 0's and keeps its slot throughout.
           auto *def = llvm::dyn_cast<llvm::Instruction>(operand);
-          unsigned defPiece = 0;
-          if (def) {
-            auto it = pieceOf.find(def->getParent());
-            if (it != pieceOf.end()) {
-              defPiece = it->second;
-              if (defPiece == i + 1)
-                continue;
-            }
-          }
-          auto [it, inserted] = slots.try_emplace(operand);
-          if (inserted)
-            it->second.firstPiece =
-                def && pieceOf.count(def->getParent()) ? defPiece : 0;
-          // A value from outside the block keeps its slot throughout.
-          if (!def || !pieceOf.count(def->getParent()))
-            it->second.lastPiece = pieces.size();
-          else
-            it->second.lastPiece = std::max(it->second.lastPiece, i + 1);
+          auto defined = def ? pieceOf.find(def->getParent()) : pieceOf.end();
+          bool inside = defined != pieceOf.end();
+          if (inside && defined->second == i + 1)
+            continue;
+          FrameSlot &slot = slots[operand];
+          slot.firstPiece = inside ? defined->second : 0;
+          slot.lastPiece = inside ? std::max(slot.lastPiece, i + 1)
+                                  : unsigned(pieces.size());
         }
     // Slots, reused across pieces: a slot whose value's last reader is
     // piece p is free for a value defined in a piece after p.

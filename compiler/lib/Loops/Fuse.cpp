@@ -9,8 +9,8 @@
 //     writes, that no call, kernel or view uses, and whose value V reads
 //     no local and not `%p`.
 //  2. Exactly one statement R (anywhere after it) reads `%p`, or several
-//     in one block (one definition before the first serves them; only
-//     when `recomputable` holds), and
+//     in one block (one definition before the first serves them; in a
+//     block that holds loops only when `recomputable` holds), and
 //     every load of `%p` in R has one index J that matches I once the nest's
 //     loop variables are bound to sub-expressions of J (unification: the
 //     same flat, affine index in another loop nest, transposed or not).
@@ -204,8 +204,19 @@ private:
   /// The loop variables around each statement, outermost first (a
   /// definition waiting to be inserted: those of its reader).
   llvm::DenseMap<const Stmt *, llvm::SmallVector<unsigned, 4>> enclosing;
-  /// The definitions made in this sweep, not yet in their block.
-  llvm::DenseSet<const Stmt *> pendingDefs;
+  /// Where a definition made in this sweep, not yet in its block, will
+  /// go: before `anchor` (a statement of the block or another pending
+  /// definition), at `index` in `before[anchor]`, `depth` anchors away
+  /// from a statement of the block. These form a tree whose order is the
+  /// block's order once `insertPending` has run (`precedes`).
+  struct Pending {
+    const Stmt *anchor;
+    unsigned index;
+    unsigned depth;
+  };
+  llvm::DenseMap<const Stmt *, Pending> pendingDefs;
+  /// Per block: whether it holds a loop (`sharedAcrossLoops`).
+  llvm::DenseMap<const Block *, bool> holdsLoop;
   std::vector<StmtPtr> erased;
   /// The definitions to insert before each statement (themselves perhaps
   /// with definitions to insert before them), and the blocks that have
@@ -313,6 +324,7 @@ private:
       order[fn.body[i].get()] = i;
     enclosing.clear();
     pendingDefs.clear();
+    holdsLoop.clear();
     llvm::DenseMap<const Buffer *, unsigned> writes;
     llvm::SmallVector<unsigned, 4> loopVars;
     indexBlock(fn.body, nullptr, writes, loopVars);
@@ -428,12 +440,10 @@ private:
     std::vector<Group> groups;
     if (!groupReaders(found, readIndices, groups))
       return false;
-    // Several readers in one block only for a producer that recomputing
-    // would also take: a local live across several statements of a row
-    // loop can stop GCC from vectorising it (K5's gradient: "latch
-    // block not empty", 3x slower).
+    // Several readers in a block with loops only for a producer that
+    // recomputing would also take (`sharedAcrossLoops`).
     bool shared = llvm::any_of(
-        groups, [](const Group &g) { return g.members.size() > 1; });
+        groups, [&](const Group &g) { return sharedAcrossLoops(g); });
     if ((shared || (groups.size() > 1 && !laneLoops(groups))) &&
         !recomputable(nest, *body, groups, found, readIndices, bindings))
       return false;
@@ -500,10 +510,11 @@ private:
       // Inserted when the sweep ends (an insertion now would move the
       // rest of the block each time: quadratic in a long chain).
       std::vector<StmtPtr> &pending = before[first];
+      unsigned depth = pendingDepth(first) + 1;
       for (StmtPtr &def : defs[g]) {
         places[def.get()] = place;
         enclosing[def.get()] = enclosing.lookup(first);
-        pendingDefs.insert(def.get());
+        pendingDefs[def.get()] = {first, unsigned(pending.size()), depth};
         noteReads(*def);
         pending.push_back(std::move(def));
       }
@@ -525,9 +536,8 @@ private:
     llvm::SmallVector<size_t, 2> members;
   };
 
-  /// Groups the readers by block. Several readers in one block must be
-  /// statements of it (not definitions still waiting to be inserted,
-  /// whose place is not known yet) and read at one index.
+  /// Groups the readers by block. Several readers in one block must read
+  /// at one index; the definition goes before the first of them.
   bool groupReaders(llvm::ArrayRef<const Stmt *> found,
                     llvm::ArrayRef<const Expr *> readIndices,
                     std::vector<Group> &groups) {
@@ -539,27 +549,77 @@ private:
         groups.push_back({block, r, {r}});
         continue;
       }
-      if (pendingDefs.count(found[r]) || pendingDefs.count(found[it->first]) ||
-          !sameExpr(*readIndices[r], *readIndices[it->first]))
+      if (!sameExpr(*readIndices[r], *readIndices[it->first]))
         return false;
       it->members.push_back(r);
     }
-    for (Group &g : groups) {
-      if (g.members.size() == 1)
-        continue;
-      // The first member in the block's order (members are statements of
-      // the block, not pending definitions: their positions are known).
-      auto position = [&](const Stmt *s) -> size_t {
-        ++work;
-        if (g.block == &fn.body)
-          return order.lookup(s);
-        return places.lookup(s).position;
-      };
+    for (Group &g : groups)
       for (size_t r : g.members)
-        if (position(found[r]) < position(found[g.first]))
+        if (r != g.first && precedes(found[r], found[g.first]))
           g.first = r;
-    }
     return true;
+  }
+
+  unsigned pendingDepth(const Stmt *s) const {
+    auto it = pendingDefs.find(s);
+    return it == pendingDefs.end() ? 0 : it->second.depth;
+  }
+
+  /// Whether `a` comes before `b`, two statements of one block, either of
+  /// them perhaps a definition still waiting to be inserted. A definition
+  /// goes before its anchor, after the definitions anchored there before
+  /// it: so the deeper one walks up to the other's depth (a definition
+  /// precedes each of its anchors), and then both walk up until they share
+  /// an anchor or reach the block. Reading a value twice in a fused chain
+  /// (`v + sin(v)`), the two readers are a few anchors apart: this costs a
+  /// few steps, not the chain's length.
+  bool precedes(const Stmt *a, const Stmt *b) {
+    unsigned depthA = pendingDepth(a), depthB = pendingDepth(b);
+    for (; depthA > depthB; --depthA) {
+      ++work;
+      a = pendingDefs.lookup(a).anchor;
+      if (a == b)
+        return true;
+    }
+    for (; depthB > depthA; --depthB) {
+      ++work;
+      b = pendingDefs.lookup(b).anchor;
+      if (b == a)
+        return false;
+    }
+    for (; depthA > 0; --depthA) {
+      ++work;
+      Pending pa = pendingDefs.lookup(a), pb = pendingDefs.lookup(b);
+      if (pa.anchor == pb.anchor)
+        return pa.index < pb.index;
+      a = pa.anchor;
+      b = pb.anchor;
+    }
+    return position(a) < position(b);
+  }
+
+  /// The position of a statement of a block (not a pending definition).
+  size_t position(const Stmt *s) const { return places.lookup(s).position; }
+
+  /// Whether a group's definition would be a local live across loops: its
+  /// block holds a loop (a row loop's body, say). A local live across
+  /// several loops of a row can stop GCC from vectorising them (K5's
+  /// gradient: "latch block not empty", 3x slower); in a block of plain
+  /// statements (the body of the innermost loop, where a fused chain's
+  /// definitions go) it is one more value in straight-line code.
+  bool sharedAcrossLoops(const Group &g) {
+    if (g.members.size() == 1)
+      return false;
+    auto [it, inserted] = holdsLoop.try_emplace(g.block, false);
+    if (inserted)
+      for (const StmtPtr &s : *g.block) {
+        ++work;
+        if (s && s->kind == Stmt::Kind::For) {
+          it->second = true;
+          break;
+        }
+      }
+    return it->second;
   }
 
   /// Recompute versus store (a producer read in several passes over its

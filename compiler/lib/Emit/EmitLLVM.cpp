@@ -136,6 +136,25 @@ static bool targetHasFMA(const llvm::TargetMachine &tm) {
 /// linkMathLibrary).
 static constexpr size_t maxInlinedMathCalls = 256;
 
+/// Drops the hint that forces vectorisation (PrintLLVM's markLaneLoop)
+/// from each loop around one of `calls`: a math call kept out of line
+/// cannot be vectorised, and LLVM answers a forced hint it cannot honour
+/// with a remark and a warning on standard error ("loop not vectorized")
+/// that a user could do nothing about. Loops without such a call keep
+/// theirs.
+static void dropHintsAroundCalls(llvm::Function &fn,
+                                 llvm::ArrayRef<llvm::CallBase *> calls) {
+  if (calls.empty())
+    return;
+  llvm::DominatorTree dt(fn);
+  llvm::LoopInfo loops(dt);
+  for (llvm::CallBase *call : calls)
+    for (llvm::Loop *loop = loops.getLoopFor(call->getParent()); loop;
+         loop = loop->getParentLoop())
+      if (loop->getLoopID())
+        loop->setLoopID(nullptr);
+}
+
 /// Links the functions of the math library that `module` calls
 /// (gradc_math_*, and the scratch cache's gradc_scratch_*) into it, from
 /// the embedded bitcode, makes them internal and marks the math calls
@@ -217,6 +236,8 @@ static bool linkMathLibrary(llvm::Module &module, bool fma,
     for (llvm::CallBase *call : calls)
       call->addFnAttr(inlined ? llvm::Attribute::AlwaysInline
                               : llvm::Attribute::NoInline);
+    if (!inlined)
+      dropHintsAroundCalls(fn, calls);
   }
   return true;
 }

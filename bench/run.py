@@ -16,7 +16,10 @@ that holds the hand-written reference):
    linked with -fopenmp; --baseline-cpp=GRADC: the LLVM column is instead
    the C++ backend of another gradc binary, say an older build, so that
    two C++ backends are timed in one process, and --baseline-include=DIR
-   compiles that code with another checkout's runtime headers);
+   compiles that code with another checkout's runtime headers;
+   --baseline-llvm=GRADC: the C++ column is instead the LLVM backend of
+   another gradc binary, so that two LLVM backends are timed in one
+   process);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -343,13 +346,21 @@ def build(name, args, work, spec=None):
     blas_cpp = [] if args.no_blas else ["-DGRADC_USE_BLAS"]
     blas_llvm = [] if args.no_blas else ["--blas"]
     blas_llvm.append("--fp-contract=" + args.contract)
-    times["gradc --emit=cpp"], _ = run(
-        [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
-         "-o", o(name + "_cpp.cpp")] + vg)
+    if args.baseline_llvm:
+        # The C++ column is another gradc's LLVM backend.
+        times["baseline --emit=obj"], _ = run(
+            [args.baseline_llvm, grad, "--emit=obj",
+             "--module-name=%s_cpp" % name, "-o", o(name + "_cpp.o"),
+             "--value-and-grad"] + args.baseline_flags.split() + blas_llvm)
+    else:
+        times["gradc --emit=cpp"], _ = run(
+            [gradc, grad, "--emit=cpp", "--module-name=%s_cpp" % name,
+             "-o", o(name + "_cpp.cpp")] + vg)
+        times["g++ -O3 of it"], _ = run(
+            cxx + blas_cpp +
+            ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
     run([gradc, grad, "--emit=header", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.h")] + vg)
-    times["g++ -O3 of it"], _ = run(
-        cxx + blas_cpp + ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
     objects = [o(name + "_cpp.o"), o(name + "_llvm.o")]
     if args.baseline_cpp:
         times["baseline --emit=cpp"], _ = run(
@@ -508,7 +519,7 @@ def bar_row(name, label, grad, base, fwd):
 def print_bar(bar, args):
     """The bar's summary: a benchmark, never a test (the exit status only
     says whether the results are right)."""
-    if not bar or args.quick or args.baseline_cpp:
+    if not bar or args.quick or args.baseline_cpp or args.baseline_llvm:
         return
     print("\nIssue 14's bar (gradient <= %.1fx hand value+grad, grad/fwd <= "
           "%.1f, K4 <= %.0f ns), gradc flags: %s" %
@@ -542,6 +553,9 @@ def main():
     p.add_argument("--baseline-cpp", default="", metavar="GRADC",
                    help="the LLVM column becomes the C++ backend of this "
                         "gradc binary (compare two C++ backends in one run)")
+    p.add_argument("--baseline-llvm", default="", metavar="GRADC",
+                   help="the C++ column becomes the LLVM backend of this "
+                        "gradc binary (compare two LLVM backends in one run)")
     p.add_argument("--baseline-include", default="", metavar="DIR",
                    help="with --baseline-cpp: compile the baseline's code "
                         "with the runtime headers in DIR (a checkout's "
@@ -550,7 +564,8 @@ def main():
                    help="extra gradc options for both backends' code, e.g. "
                    "--gradc-flags=--accumulate=f32 (docs/CLI.md)")
     p.add_argument("--baseline-flags", default="", metavar="FLAGS",
-                   help="gradc options of --baseline-cpp's code (default: "
+                   help="gradc options of --baseline-cpp's (or "
+                   "--baseline-llvm's) code (default: "
                    "none), e.g. --baseline-cpp=build/.../gradc with "
                    "--gradc-flags=--accumulate=f32 compares the two orders")
     p.add_argument("--no-blas", action="store_true",
@@ -588,7 +603,7 @@ def main():
         print("gradc flags: %s%s" % (
             args.gradc_flags or "(none)",
             "; baseline's: " + (args.baseline_flags or "(none)")
-            if args.baseline_cpp else ""))
+            if args.baseline_cpp or args.baseline_llvm else ""))
     bar = []
     for name in args.kernels.split(","):
         spec = KERNELS[name]
@@ -674,7 +689,8 @@ def main():
               "grad / hand v+g | v+g / hand v+g | grad / fwd | max rel err |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         rows = [(spec.get("hand_label", "hand C++ (OpenBLAS)"), "hand"),
-                ("gradc C++ backend", "cpp"),
+                ("baseline LLVM (--baseline-llvm)" if args.baseline_llvm
+                 else "gradc C++ backend", "cpp"),
                 ("baseline C++ (--baseline-cpp)" if args.baseline_cpp
                  else "gradc LLVM backend", "llvm")]
         if args.threads > 1:

@@ -303,13 +303,15 @@ TEST(EmitLLVMTest, CallsAndScalars) {
 
 TEST(EmitLLVMTest, ModuleShape) {
   // The printed module: the ABI signature, malloc/free for a temporary of
-  // run-time size (in the scratch cache's functions), and no globals but
+  // run-time size (in the scratch cache's functions: the transpose, stored
+  // since the product has 16 columns; a narrower one reads x in place,
+  // PrintLLVM's narrow kernel), and no globals but
   // the thread count that a parallel loop reads from GRADC_NUM_THREADS once
   // (docs/ABI.md, "Threads") and the scratch cache's per-thread key
   // and its thread-local cache pointer (MathBitcode.cpp).
   Module m;
   Function *f = m.addFunction("h");
-  Value *x = f->addParam(type(DType::F32, {n("N"), k(4)}), "x");
+  Value *x = f->addParam(type(DType::F32, {n("N"), k(16)}), "x");
   Builder b(*f);
   Value *t = b.transpose(x, {1, 0});
   f->setReturns({b.matmul(t, x)});

@@ -27,6 +27,7 @@
 #include "gradc/Basic/Timing.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
+#include "gradc/Emit/TransposedOperands.h"
 #include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -1098,122 +1099,14 @@ void FunctionPrinter::kernelCall(const Stmt &s) {
        flat(*s.operands[5]) + ", " + flat(*s.operands[4]) + ");");
 }
 
-/// Finds the nests `for i < R { for j < C { t[i * C + j] = x[j * R + i] } }`
-/// whose `t` only a later matmul of the same block reads (at offset 0, as
-/// an R x C operand), with no statement between them that writes `x` or
-/// its storage: the kernel reads `x` transposed instead (gradc::Transposed),
-/// so no transpose is stored.
+/// The operands that the runtime's kernels read transposed
+/// (gradc::Transposed), where they came from: any matmul's
+/// (TransposedOperands.h).
 void FunctionPrinter::findTransposedOperands() {
-  llvm::DenseMap<const Buffer *, unsigned> uses = loops::countUses(fn);
-  auto isVar = [](const Expr &e, unsigned v) {
-    return e.kind == Expr::Kind::LoopVar && e.var == v;
-  };
-  // `row * stride + col`, with the stride's text.
-  auto matchIndex = [&](const Expr &e, unsigned row, unsigned col,
-                        std::string &stride) {
-    if (e.kind != Expr::Kind::Prim || e.op != PrimOp::Add ||
-        !isVar(*e.args[1], col))
-      return false;
-    const Expr &m = *e.args[0];
-    if (m.kind != Expr::Kind::Prim || m.op != PrimOp::Mul ||
-        !isVar(*m.args[0], row))
-      return false;
-    stride = flat(*m.args[1]);
-    return true;
-  };
-  auto root = [](const Buffer *b) {
-    while (b->kind == Buffer::Kind::Alias && b->base)
-      b = b->base;
-    return b;
-  };
-  // Whether `a` and `b` may be the same memory: one root, or one planned
-  // slot.
-  auto overlap = [&](const Buffer *a, const Buffer *b) {
-    a = root(a);
-    b = root(b);
-    return a == b ||
-           (a->kind == b->kind && a->slot >= 0 && a->slot == b->slot &&
-            (a->kind == Buffer::Kind::Scratch ||
-             a->kind == Buffer::Kind::Stack));
-  };
-  auto writes = [&](const Stmt &s, const Buffer *x) {
-    bool hit = false;
-    auto visit = [&](const Stmt &w) {
-      if ((w.kind == Stmt::Kind::Store || w.kind == Stmt::Kind::Accumulate) &&
-          w.buffer)
-        hit = hit || overlap(w.buffer, x);
-      for (const Buffer *o : w.outputs)
-        hit = hit || overlap(o, x);
-    };
-    visit(s);
-    walk(s.body, visit);
-    return hit;
-  };
-  for (size_t i = 0; i + 1 < fn.body.size(); ++i) {
-    const Stmt &outer = *fn.body[i];
-    if (outer.kind != Stmt::Kind::For || outer.body.size() != 1)
-      continue;
-    const Stmt &inner = *outer.body[0];
-    if (inner.kind != Stmt::Kind::For || inner.body.size() != 1)
-      continue;
-    const Stmt &store = *inner.body[0];
-    if (store.kind != Stmt::Kind::Store)
-      continue;
-    const Buffer *t = store.buffer;
-    const Expr &v = *store.value;
-    if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
-        uses[t] != 2 || v.kind != Expr::Kind::Load ||
-        v.buffer->dtype != t->dtype || v.buffer == t ||
-        isScalarParam(v.buffer) || v.buffer->kind == Buffer::Kind::Local)
-      continue;
-    std::string tStride, xStride;
-    if (!matchIndex(*store.index, outer.var, inner.var, tStride) ||
-        !matchIndex(*v.args[0], inner.var, outer.var, xStride))
-      continue;
-    std::string rows = flat(*outer.extent), cols = flat(*inner.extent);
-    if (tStride != cols || xStride != rows)
-      continue;
-    // The first statement after the nest that touches `t` must be the
-    // matmul. Buffer planning may have given the source's memory to a
-    // buffer written in between, or to the product, since the transpose
-    // nest was the source's last reader.
-    size_t at = i + 1;
-    bool clobbered = false;
-    for (; at < fn.body.size(); ++at) {
-      const Stmt &between = *fn.body[at];
-      bool touches =
-          writes(between, t) || llvm::is_contained(between.inputs, t);
-      walkExprs(between, [&](const Expr &e) {
-        touches = touches || (e.kind == Expr::Kind::Load && e.buffer == t);
-      });
-      walk(between.body, [&](const Stmt &n) {
-        touches = touches || llvm::is_contained(n.inputs, t);
-        walkExprs(n, [&](const Expr &e) {
-          touches = touches || (e.kind == Expr::Kind::Load && e.buffer == t);
-        });
-      });
-      if (touches)
-        break;
-      clobbered = clobbered || writes(between, v.buffer);
-    }
-    if (clobbered || at == fn.body.size() ||
-        fn.body[at]->kind != Stmt::Kind::KernelCall)
-      continue;
-    const Stmt &k = *fn.body[at];
-    if (overlap(v.buffer, k.outputs[0]))
-      continue;
-    for (unsigned op = 0; op < 2; ++op) {
-      if (k.inputs[op] != t || !isIndexConst(*k.operands[op + 1], 0))
-        continue;
-      // a is M x K, b is K x N.
-      const Expr &r = *k.operands[op == 0 ? 3 : 4];
-      const Expr &c = *k.operands[op == 0 ? 4 : 5];
-      if (flat(r) != rows || flat(c) != cols || k.inputs[1 - op] == t)
-        continue;
-      transposedFrom[t] = v.buffer;
-      elided.insert(&outer);
-    }
-  }
+  TransposedOperands found =
+      emit::findTransposedOperands(fn, [](const Stmt &) { return true; });
+  transposedFrom = std::move(found.from);
+  elided = std::move(found.elided);
 }
 
 void FunctionPrinter::stmt(const Stmt &s) {

@@ -40,6 +40,7 @@
 #include "gradc/Basic/Timing.h"
 #include "gradc/Emit/Mangle.h"
 #include "gradc/Emit/SizeChecks.h"
+#include "gradc/Emit/TransposedOperands.h"
 #include "gradc/Loops/Loops.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -55,6 +56,7 @@
 #include "llvm/TargetParser/Triple.h"
 
 #include <limits>
+#include <map>
 
 using namespace gradc;
 using namespace gradc::emit;
@@ -76,6 +78,39 @@ int32_t statusOfCheck(loops::CheckStatus status) {
 /// A kernel's accumulator row of at most this many bytes, with a known
 /// length, is an alloca; a longer one is allocated with the scratch.
 constexpr int64_t maxStackRowBytes = 4096;
+
+/// A matmul of fewer columns than this (known) is a narrow one
+/// (FunctionPrinter::narrowKernel), as the C++ runtime's matmulNarrow
+/// takes products of fewer than 16.
+constexpr int64_t narrowColumnsBelow = 16;
+/// The rows of one vector of a narrow kernel, and the side of the blocks
+/// of an operand that it transposes in registers.
+constexpr int64_t narrowLanes = 8;
+
+/// The columns of a narrow kernel `s` (f32 or f64 data, a float
+/// accumulator, a known number of columns below narrowColumnsBelow), or 0.
+int64_t narrowColumns(const Stmt &s) {
+  const Expr &n = *s.operands[5];
+  auto isFloatData = [](const Buffer *buf) {
+    return buf->dtype == DType::F32 || buf->dtype == DType::F64;
+  };
+  if (s.kind != Stmt::Kind::KernelCall || n.kind != Expr::Kind::Const ||
+      n.value < 1 || n.value >= narrowColumnsBelow || !isFloatType(s.accType) ||
+      !isFloatData(s.outputs[0]) || !isFloatData(s.inputs[0]) ||
+      !isFloatData(s.inputs[1]))
+    return 0;
+  return int64_t(n.value);
+}
+
+/// The rows a narrow kernel of `n` columns computes at a time: vectors of
+/// narrowLanes rows, as many as make up to 8 vectors of accumulators (8
+/// independent sums hide an add's latency), at most 64 rows.
+int64_t narrowBlockRows(int64_t n) {
+  int64_t rows = narrowLanes;
+  while (rows < 64 && n * 2 * rows / narrowLanes <= 8)
+    rows *= 2;
+  return rows;
+}
 
 /// The state shared by the functions of one module.
 struct ModuleState {
@@ -222,7 +257,22 @@ private:
   void block(const Block &blk);
   void stmt(const Stmt &s);
   void kernel(const Stmt &s);
-  llvm::BasicBlock *branchToBlas(const Stmt &s, llvm::Value *a, llvm::Value *bm,
+  /// A kernel's operand: `buf[off + row * ld + col]`, or, for a source
+  /// read in place (TransposedOperands.h), `buf[col * ld + row]`.
+  struct Operand {
+    const Buffer *buf;
+    llvm::Value *off;
+    bool transposed;
+  };
+  Operand kernelOperand(const Stmt &s, unsigned i);
+  llvm::BasicBlock *narrowKernel(const Stmt &s, int64_t n, Operand a,
+                                 Operand bm, llvm::Value *zOff, llvm::Value *m,
+                                 llvm::Value *k);
+  void narrowRows(const Stmt &s, int64_t n, int64_t rows, Operand a, Operand bm,
+                  llvm::Value *zOff, llvm::Value *m, llvm::Value *k,
+                  llvm::Value *i0);
+  llvm::Value *convertVector(llvm::Value *v, llvm::Type *to);
+  llvm::BasicBlock *branchToBlas(const Stmt &s, Operand a, Operand bm,
                                  llvm::Value *z, llvm::Value *m, llvm::Value *k,
                                  llvm::Value *n);
   void call(const Stmt &s);
@@ -248,6 +298,13 @@ private:
   llvm::DenseMap<const Buffer *, llvm::Value *> scalarParams;
   /// The accumulator row of each kernel call that needs one.
   llvm::DenseMap<const Stmt *, llvm::Value *> rows;
+  /// The transposes that narrow kernels read from their sources.
+  TransposedOperands transposed;
+  /// The accumulators of the narrow kernels, by function and vector
+  /// type: allocas that every such kernel of the function shares.
+  std::map<std::pair<llvm::Function *, llvm::Type *>,
+           std::vector<llvm::AllocaInst *>>
+      narrowAccumulators;
   llvm::DenseMap<unsigned, llvm::Value *> loopVars;
   std::vector<llvm::Value *> heap;
   /// With the scratch cache, each heap block's capacity (an i64 alloca).
@@ -483,6 +540,9 @@ void FunctionPrinter::storage() {
   std::vector<std::pair<const Stmt *, size_t>> rowsOnHeap;
   for (const auto &bp : fn.buffers) {
     const Buffer *buf = bp.get();
+    // A transpose that a kernel reads from its source is not stored.
+    if (transposed.from.contains(buf))
+      continue;
     llvm::Type *type = memoryType(buf->dtype);
     switch (buf->kind) {
     case Buffer::Kind::Param:
@@ -1014,6 +1074,8 @@ void FunctionPrinter::block(const Block &blk) {
 }
 
 void FunctionPrinter::stmt(const Stmt &s) {
+  if (transposed.elided.contains(&s))
+    return;
   switch (s.kind) {
   case Stmt::Kind::For:
     if (s.parallel) {
@@ -1072,16 +1134,26 @@ void FunctionPrinter::stmt(const Stmt &s) {
   }
 }
 
+/// Operand `i` (0: a, 1: b) of kernel `s`, read in place when a transpose
+/// of it was left out.
+FunctionPrinter::Operand FunctionPrinter::kernelOperand(const Stmt &s,
+                                                        unsigned i) {
+  if (const Buffer *from = transposed.from.lookup(s.inputs[i]))
+    return {from, i64(0), true};
+  return {s.inputs[i], expr(*s.operands[i + 1]), false};
+}
+
 /// z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j], summed
 /// in increasing p in the accumulator type, as EmitLLVM's matmul: for each
 /// row i, a row of accumulators (the result row itself when the types
 /// agree) is zeroed, then for each p the j loop adds a[i, p] * b[p, j];
 /// the j loop reads contiguous rows and vectorises. An f32 product widened
-/// to f64 is exact, so the sums are the evaluator's.
+/// to f64 is exact, so the sums are the evaluator's. A narrow product
+/// (fewer than 16 known columns) runs narrowKernel where it can.
 void FunctionPrinter::kernel(const Stmt &s) {
-  const Buffer *a = s.inputs[0], *bm = s.inputs[1], *z = s.outputs[0];
-  llvm::Value *zOff = expr(*s.operands[0]), *aOff = expr(*s.operands[1]);
-  llvm::Value *bOff = expr(*s.operands[2]);
+  const Buffer *z = s.outputs[0];
+  llvm::Value *zOff = expr(*s.operands[0]);
+  Operand a = kernelOperand(s, 0), bm = kernelOperand(s, 1);
   llvm::Value *m = expr(*s.operands[3]), *k = expr(*s.operands[4]);
   llvm::Value *n = expr(*s.operands[5]);
   ScalarType zType = fromDType(z->dtype), accType = s.accType;
@@ -1092,9 +1164,11 @@ void FunctionPrinter::kernel(const Stmt &s) {
     return add ? b.CreateNSWAdd(x, y) : b.CreateNSWMul(x, y);
   };
   llvm::BasicBlock *blasDone = branchToBlas(
-      s, b.CreateInBoundsGEP(memoryType(a->dtype), pointerOf(a), aOff),
-      b.CreateInBoundsGEP(memoryType(bm->dtype), pointerOf(bm), bOff),
-      b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff), m, k, n);
+      s, a, bm, b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff),
+      m, k, n);
+  llvm::BasicBlock *narrowDone = nullptr;
+  if (int64_t columns = narrowColumns(s))
+    narrowDone = narrowKernel(s, columns, a, bm, zOff, m, k);
   forLoop(m, "mm.i", [&](llvm::Value *i) {
     llvm::Value *zRow = nsw(zOff, nsw(i, n, false), true);
     llvm::Value *accRow =
@@ -1105,12 +1179,17 @@ void FunctionPrinter::kernel(const Stmt &s) {
     });
     forLoop(k, "mm.p", [&](llvm::Value *p) {
       llvm::Value *aip = castTo(
-          accType, fromDType(a->dtype),
-          loadElement(a, nsw(aOff, nsw(nsw(i, k, false), p, true), true)));
-      llvm::Value *bRow = nsw(bOff, nsw(p, n, false), true);
+          accType, fromDType(a.buf->dtype),
+          loadElement(a.buf,
+                      a.transposed
+                          ? nsw(nsw(p, m, false), i, true)
+                          : nsw(a.off, nsw(nsw(i, k, false), p, true), true)));
+      llvm::Value *bRow = nsw(bm.off, nsw(p, n, false), true);
       forLoop(n, "mm.j", [&](llvm::Value *j) {
-        llvm::Value *bpj = castTo(accType, fromDType(bm->dtype),
-                                  loadElement(bm, nsw(bRow, j, true)));
+        llvm::Value *bpj = castTo(
+            accType, fromDType(bm.buf->dtype),
+            loadElement(bm.buf, bm.transposed ? nsw(nsw(j, k, false), p, true)
+                                              : nsw(bRow, j, true)));
         llvm::Value *c = b.CreateInBoundsGEP(acc, accRow, j);
         llvm::Value *old = b.CreateLoad(acc, c);
         llvm::Value *sum = isFloat ? b.CreateFAdd(old, b.CreateFMul(aip, bpj))
@@ -1124,10 +1203,225 @@ void FunctionPrinter::kernel(const Stmt &s) {
         storeElement(z, nsw(zRow, j, true), castTo(zType, accType, v));
       });
   });
-  if (blasDone) {
-    b.CreateBr(blasDone);
-    blasDone->insertInto(llfn);
-    b.SetInsertPoint(blasDone);
+  for (llvm::BasicBlock *done : {narrowDone, blasDone}) {
+    if (!done)
+      continue;
+    b.CreateBr(done);
+    done->insertInto(llfn);
+    b.SetInsertPoint(done);
+  }
+}
+
+/// `v` (a vector of f32 or f64) converted to vectors of `to`.
+llvm::Value *FunctionPrinter::convertVector(llvm::Value *v, llvm::Type *to) {
+  auto *type = llvm::cast<llvm::FixedVectorType>(v->getType());
+  if (type->getElementType() == to)
+    return v;
+  return b.CreateFPCast(v,
+                        llvm::FixedVectorType::get(to, type->getNumElements()));
+}
+
+/// A product of n < 16 columns (the logits of a classifier, a weight's
+/// gradient of a layer with two outputs), whose column loop is too short
+/// to vectorise: the rows are the vector lanes instead, as in the C++
+/// runtime's matmulNarrow. Blocks of narrowBlockRows(n) rows (or of
+/// narrowLanes where M is less) keep n vectors of accumulators per
+/// narrowLanes rows in registers; each p adds a column of a (narrowLanes
+/// rows) times the splat b[p, q] to the accumulators of column q. A
+/// transposed source of a is read in place, a vector of contiguous
+/// elements per p; an untransposed a is loaded a narrowLanes x
+/// narrowLanes block at a time and transposed in registers (then one p
+/// at a time for the last K % narrowLanes). The last block starts at M -
+/// rows, overlapping the one before it, whose elements it computes again
+/// with the same bits. Every element starts at +0 and adds its products
+/// in increasing p in the accumulator type: the evaluator's sums. Leaves
+/// the builder where products too short for a block (M < narrowLanes, or
+/// K < narrowLanes for an untransposed a) take the loops of `kernel`;
+/// returns the block where both meet.
+llvm::BasicBlock *FunctionPrinter::narrowKernel(const Stmt &s, int64_t n,
+                                                Operand a, Operand bm,
+                                                llvm::Value *zOff,
+                                                llvm::Value *m,
+                                                llvm::Value *k) {
+  auto *done = llvm::BasicBlock::Create(ctx, "narrow.done");
+  llvm::Value *kFits =
+      a.transposed ? b.getTrue() : b.CreateICmpSGE(k, i64(narrowLanes));
+  // Blocks of `rows` when M has as many.
+  auto tryRows = [&](int64_t rows) {
+    auto *blocks = llvm::BasicBlock::Create(ctx, "narrow.rows", llfn);
+    auto *other = llvm::BasicBlock::Create(ctx, "narrow.other", llfn);
+    b.CreateCondBr(b.CreateAnd(b.CreateICmpSGE(m, i64(rows)), kFits), blocks,
+                   other);
+    b.SetInsertPoint(blocks);
+    llvm::Value *count =
+        b.CreateSDiv(b.CreateNSWAdd(m, i64(rows - 1)), i64(rows));
+    forLoop(count, "narrow.i", [&](llvm::Value *block) {
+      llvm::Value *start = b.CreateNSWMul(block, i64(rows));
+      llvm::Value *last = b.CreateNSWSub(m, i64(rows));
+      llvm::Value *i0 =
+          b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, start, last);
+      narrowRows(s, n, rows, a, bm, zOff, m, k, i0);
+    });
+    b.CreateBr(done);
+    b.SetInsertPoint(other);
+  };
+  int64_t rows = narrowBlockRows(n);
+  tryRows(rows);
+  if (rows > narrowLanes)
+    tryRows(narrowLanes);
+  return done;
+}
+
+/// Rows [i0, i0 + rows) of narrowKernel's product.
+void FunctionPrinter::narrowRows(const Stmt &s, int64_t n, int64_t rows,
+                                 Operand a, Operand bm, llvm::Value *zOff,
+                                 llvm::Value *m, llvm::Value *k,
+                                 llvm::Value *i0) {
+  const Buffer *z = s.outputs[0];
+  const int64_t lanes = narrowLanes, vectors = rows / lanes;
+  llvm::Type *accType = valueType(s.accType);
+  llvm::Type *aType = memoryType(a.buf->dtype);
+  llvm::Type *zType = memoryType(z->dtype);
+  auto *accVector = llvm::FixedVectorType::get(accType, lanes);
+  auto *aVector = llvm::FixedVectorType::get(aType, lanes);
+  auto nswAdd = [&](llvm::Value *x, llvm::Value *y) {
+    return b.CreateNSWAdd(x, y);
+  };
+  auto nswMul = [&](llvm::Value *x, llvm::Value *y) {
+    return b.CreateNSWMul(x, y);
+  };
+  auto elementPtr = [&](const Buffer *buf, llvm::Value *idx) {
+    return b.CreateInBoundsGEP(memoryType(buf->dtype), pointerOf(buf), idx);
+  };
+  auto loadVector = [&](const Buffer *buf, llvm::Value *idx) {
+    return b.CreateAlignedLoad(aVector, elementPtr(buf, idx),
+                               llvm::Align(byteSize(buf->dtype)));
+  };
+  // acc[q][v]: column q of rows i0 + v * lanes + [0, lanes), in allocas
+  // that SROA makes registers.
+  std::vector<llvm::AllocaInst *> &pool = narrowAccumulators[{llfn, accVector}];
+  std::vector<std::vector<llvm::AllocaInst *>> acc(n);
+  llvm::IRBuilder<> ab(entry, entry->begin());
+  for (auto &column : acc)
+    for (int64_t v = 0; v < vectors; ++v) {
+      size_t index = &column - acc.data() + v * n;
+      while (pool.size() <= index)
+        pool.push_back(ab.CreateAlloca(accVector, nullptr, "narrow.acc"));
+      column.push_back(pool[index]);
+      b.CreateStore(llvm::Constant::getNullValue(accVector), column.back());
+    }
+  // Adds column p of a (one vector per `lanes` rows) times b[p, q].
+  auto multiplyAdd = [&](llvm::Value *p, llvm::ArrayRef<llvm::Value *> cols) {
+    llvm::SmallVector<llvm::Value *, 8> x;
+    for (llvm::Value *col : cols)
+      x.push_back(convertVector(col, accType));
+    for (int64_t q = 0; q < n; ++q) {
+      llvm::Value *idx =
+          bm.transposed ? nswAdd(nswMul(i64(q), k), p)
+                        : nswAdd(bm.off, nswAdd(nswMul(p, i64(n)), i64(q)));
+      llvm::Value *bpq =
+          castTo(s.accType, fromDType(bm.buf->dtype), loadElement(bm.buf, idx));
+      llvm::Value *splat = b.CreateVectorSplat(lanes, bpq);
+      for (int64_t v = 0; v < vectors; ++v) {
+        llvm::Value *old = b.CreateLoad(accVector, acc[q][v]);
+        b.CreateStore(b.CreateFAdd(old, b.CreateFMul(x[v], splat)), acc[q][v]);
+      }
+    }
+  };
+  // Row r of the block.
+  auto row = [&](int64_t r) { return r ? nswAdd(i0, i64(r)) : i0; };
+  if (a.transposed) {
+    forLoop(k, "narrow.p", [&](llvm::Value *p) {
+      llvm::SmallVector<llvm::Value *, 8> cols;
+      llvm::Value *column = nswMul(p, m);
+      for (int64_t v = 0; v < vectors; ++v)
+        cols.push_back(loadVector(a.buf, nswAdd(column, row(v * lanes))));
+      multiplyAdd(p, cols);
+    });
+  } else {
+    // a[i, p0 .. p0 + lanes) for `lanes` rows, transposed: swapping bit
+    // `bit` of the row with bit `bit` of the column, for each bit, takes
+    // element [r][c] to [c][r].
+    auto transpose = [&](llvm::SmallVectorImpl<llvm::Value *> &t) {
+      for (int64_t bit = 1; bit < lanes; bit <<= 1)
+        for (int64_t j = 0; j < lanes; ++j) {
+          if (j & bit)
+            continue;
+          llvm::SmallVector<int, 16> low, high;
+          for (int64_t e = 0; e < lanes; ++e) {
+            low.push_back(e & bit ? lanes + (e ^ bit) : e);
+            high.push_back(e & bit ? lanes + e : e ^ bit);
+          }
+          llvm::Value *x = t[j], *y = t[j | bit];
+          t[j] = b.CreateShuffleVector(x, y, low);
+          t[j | bit] = b.CreateShuffleVector(x, y, high);
+        }
+    };
+    llvm::Value *chunks = b.CreateUDiv(k, i64(lanes));
+    forLoop(chunks, "narrow.p", [&](llvm::Value *chunk) {
+      llvm::Value *p0 = nswMul(chunk, i64(lanes));
+      // cols[c][v]: column p0 + c of the rows of vector v.
+      std::vector<llvm::SmallVector<llvm::Value *, 8>> cols(lanes);
+      for (int64_t v = 0; v < vectors; ++v) {
+        llvm::SmallVector<llvm::Value *, 8> t;
+        for (int64_t r = 0; r < lanes; ++r)
+          t.push_back(loadVector(
+              a.buf, nswAdd(a.off, nswAdd(nswMul(row(v * lanes + r), k), p0))));
+        transpose(t);
+        for (int64_t c = 0; c < lanes; ++c)
+          cols[c].push_back(t[c]);
+      }
+      for (int64_t c = 0; c < lanes; ++c)
+        multiplyAdd(nswAdd(p0, i64(c)), cols[c]);
+    });
+    forLoop(
+        k, "narrow.p",
+        [&](llvm::Value *p) {
+          llvm::SmallVector<llvm::Value *, 8> cols;
+          for (int64_t v = 0; v < vectors; ++v) {
+            llvm::Value *col = llvm::PoisonValue::get(aVector);
+            for (int64_t r = 0; r < lanes; ++r)
+              col = b.CreateInsertElement(
+                  col,
+                  loadElement(
+                      a.buf,
+                      nswAdd(a.off, nswAdd(nswMul(row(v * lanes + r), k), p))),
+                  r);
+            cols.push_back(col);
+          }
+          multiplyAdd(p, cols);
+        },
+        nswMul(chunks, i64(lanes)));
+  }
+  // Row i of z is z[zOff + i * n, + n): the n columns of `lanes` rows,
+  // interleaved, are one vector.
+  for (int64_t v = 0; v < vectors; ++v) {
+    llvm::SmallVector<llvm::Value *, 16> parts;
+    for (int64_t q = 0; q < n; ++q)
+      parts.push_back(convertVector(b.CreateLoad(accVector, acc[q][v]), zType));
+    auto *partType = llvm::cast<llvm::FixedVectorType>(parts[0]->getType());
+    while (!llvm::isPowerOf2_64(parts.size()))
+      parts.push_back(llvm::PoisonValue::get(partType));
+    while (parts.size() > 1) {
+      llvm::SmallVector<llvm::Value *, 16> joined;
+      for (size_t j = 0; j < parts.size(); j += 2) {
+        unsigned width = llvm::cast<llvm::FixedVectorType>(parts[j]->getType())
+                             ->getNumElements();
+        llvm::SmallVector<int, 64> both;
+        for (unsigned e = 0; e < 2 * width; ++e)
+          both.push_back(e);
+        joined.push_back(b.CreateShuffleVector(parts[j], parts[j + 1], both));
+      }
+      parts = joined;
+    }
+    llvm::SmallVector<int, 128> interleave;
+    for (int64_t r = 0; r < lanes; ++r)
+      for (int64_t q = 0; q < n; ++q)
+        interleave.push_back(q * lanes + r);
+    llvm::Value *out = b.CreateShuffleVector(parts[0], interleave);
+    b.CreateAlignedStore(
+        out, elementPtr(z, nswAdd(zOff, nswMul(row(v * lanes), i64(n)))),
+        llvm::Align(byteSize(z->dtype)));
   }
 }
 
@@ -1137,14 +1431,15 @@ void FunctionPrinter::kernel(const Stmt &s) {
 /// meet, or null (emitting nothing) when BLAS is off, the type is not
 /// f32/f64, or the sizes are known and the product small. As in EmitLLVM,
 /// CBLAS accumulates in the element type, so its f32 results may differ
-/// from the loops' in the last bits.
-llvm::BasicBlock *FunctionPrinter::branchToBlas(const Stmt &s, llvm::Value *a,
-                                                llvm::Value *bm, llvm::Value *z,
+/// from the loops' in the last bits. An operand read in place is passed
+/// transposed.
+llvm::BasicBlock *FunctionPrinter::branchToBlas(const Stmt &s, Operand a,
+                                                Operand bm, llvm::Value *z,
                                                 llvm::Value *m, llvm::Value *k,
                                                 llvm::Value *n) {
   DType t = s.outputs[0]->dtype;
   if (!ms.options.blas || (t != DType::F32 && t != DType::F64) ||
-      s.inputs[0]->dtype != t || s.inputs[1]->dtype != t)
+      a.buf->dtype != t || bm.buf->dtype != t)
     return nullptr;
   auto *cm = llvm::dyn_cast<llvm::ConstantInt>(m);
   auto *cn = llvm::dyn_cast<llvm::ConstantInt>(n);
@@ -1169,12 +1464,19 @@ llvm::BasicBlock *FunctionPrinter::branchToBlas(const Stmt &s, llvm::Value *a,
   llvm::Type *i32 = b.getInt32Ty();
   auto toInt = [&](llvm::Value *v) { return b.CreateTrunc(v, i32); };
   ScalarType st = fromDType(t);
-  const int rowMajor = 101, noTrans = 111;
-  // c[m, n] = 1 * a[m, k] b[k, n] + 0 * c, leading dimensions k, n, n.
+  const int rowMajor = 101, noTrans = 111, trans = 112;
+  auto pointer = [&](Operand x) {
+    return b.CreateInBoundsGEP(memoryType(t), pointerOf(x.buf), x.off);
+  };
+  // c[m, n] = 1 * op(a)[m, k] op(b)[k, n] + 0 * c, leading dimensions k
+  // (m transposed), n (k transposed), n.
   b.CreateCall(getGemm(ms.llvmModule, t),
-               {b.getInt32(rowMajor), b.getInt32(noTrans), b.getInt32(noTrans),
-                toInt(m), toInt(n), toInt(k), constant(st, 1), a, toInt(k), bm,
-                toInt(n), constant(st, 0), z, toInt(n)});
+               {b.getInt32(rowMajor),
+                b.getInt32(a.transposed ? trans : noTrans),
+                b.getInt32(bm.transposed ? trans : noTrans), toInt(m), toInt(n),
+                toInt(k), constant(st, 1), pointer(a),
+                toInt(a.transposed ? m : k), pointer(bm),
+                toInt(bm.transposed ? k : n), constant(st, 0), z, toInt(n)});
   b.CreateBr(done);
   b.SetInsertPoint(loops);
   return done;
@@ -1553,6 +1855,8 @@ void FunctionPrinter::run() {
   b.CreateBr(body);
   b.SetInsertPoint(body);
   findAddressedLocals();
+  transposed = findTransposedOperands(
+      fn, [](const Stmt &kernel) { return narrowColumns(kernel) != 0; });
   prologue();
   storage();
   for (const auto &buf : fn.buffers)

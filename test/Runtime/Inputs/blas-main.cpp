@@ -19,6 +19,17 @@ int main() {
   status = blas_big_grad(M, K, N, a.data(), b.data(), da.data(), db.data());
   // d a[m, k] = sum_n b[k, n] = N (k + 1); d b[k, n] = M.
   std::printf("big_grad %d %.1f %.1f %.1f\n", status, da[0], da[K - 1], db[7]);
+  // h[b, i] = i + 1, w = 1: sum(h @ w) = 2 B H (H + 1) / 2, and
+  // d w[i, j] = sum_b h[b, i] = B (i + 1).
+  const int64_t B = 1000, H = 50; // 100000 multiply-adds: CBLAS
+  std::vector<float> h(B * H), w2(H * 2, 1.0f), dw2(H * 2);
+  for (int64_t i = 0; i < B * H; ++i)
+    h[i] = float(i % H + 1);
+  status = blas_narrow(B, H, h.data(), w2.data(), &out);
+  std::printf("narrow %d %.1f\n", status, out);
+  status = blas_narrow_grad(B, H, h.data(), w2.data(), dw2.data());
+  std::printf("narrow_grad %d %.1f %.1f %.1f\n", status, dw2[0], dw2[1],
+              dw2[2 * H - 1]);
   std::vector<float> w(16), x{1, 2, 3, 4}, y(4);
   for (int i = 0; i < 16; ++i)
     w[i] = float(i);

@@ -1,0 +1,142 @@
+//===- TransposedOperands.cpp - matmul operands read in place -------------===//
+//
+// The transposes that a matmul kernel can read from their source
+// (TransposedOperands.h), for both printers of the loop IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gradc/Emit/TransposedOperands.h"
+
+using namespace gradc;
+using namespace gradc::emit;
+using namespace gradc::loops;
+
+namespace {
+
+bool isVar(const Expr &e, unsigned v) {
+  return e.kind == Expr::Kind::LoopVar && e.var == v;
+}
+
+/// Whether `e` is `row * stride + col`; sets `stride`.
+bool matchIndex(const Expr &e, unsigned row, unsigned col,
+                const Expr *&stride) {
+  if (e.kind != Expr::Kind::Prim || e.op != PrimOp::Add ||
+      !isVar(*e.args[1], col))
+    return false;
+  const Expr &m = *e.args[0];
+  if (m.kind != Expr::Kind::Prim || m.op != PrimOp::Mul ||
+      !isVar(*m.args[0], row))
+    return false;
+  stride = m.args[1].get();
+  return true;
+}
+
+const Buffer *root(const Buffer *b) {
+  while (b->kind == Buffer::Kind::Alias && b->base)
+    b = b->base;
+  return b;
+}
+
+/// Whether `a` and `b` may be the same memory: one root, or one planned
+/// slot.
+bool overlap(const Buffer *a, const Buffer *b) {
+  a = root(a);
+  b = root(b);
+  return a == b ||
+         (a->kind == b->kind && a->slot >= 0 && a->slot == b->slot &&
+          (a->kind == Buffer::Kind::Scratch || a->kind == Buffer::Kind::Stack));
+}
+
+bool writes(const Stmt &s, const Buffer *x) {
+  bool hit = false;
+  auto visit = [&](const Stmt &w) {
+    if ((w.kind == Stmt::Kind::Store || w.kind == Stmt::Kind::Accumulate) &&
+        w.buffer)
+      hit = hit || overlap(w.buffer, x);
+    for (const Buffer *o : w.outputs)
+      hit = hit || overlap(o, x);
+  };
+  visit(s);
+  walk(s.body, visit);
+  return hit;
+}
+
+/// Whether `s` (or a statement in it) uses `t`.
+bool touches(const Stmt &s, const Buffer *t) {
+  bool hit = writes(s, t) || llvm::is_contained(s.inputs, t);
+  walkExprs(s, [&](const Expr &e) {
+    hit = hit || (e.kind == Expr::Kind::Load && e.buffer == t);
+  });
+  walk(s.body, [&](const Stmt &n) {
+    hit = hit || llvm::is_contained(n.inputs, t);
+    walkExprs(n, [&](const Expr &e) {
+      hit = hit || (e.kind == Expr::Kind::Load && e.buffer == t);
+    });
+  });
+  return hit;
+}
+
+} // namespace
+
+TransposedOperands
+emit::findTransposedOperands(const LoopFunction &fn,
+                             llvm::function_ref<bool(const Stmt &)> wanted) {
+  TransposedOperands found;
+  llvm::DenseMap<const Buffer *, unsigned> uses = countUses(fn);
+  for (size_t i = 0; i + 1 < fn.body.size(); ++i) {
+    const Stmt &outer = *fn.body[i];
+    if (outer.kind != Stmt::Kind::For || outer.body.size() != 1)
+      continue;
+    const Stmt &inner = *outer.body[0];
+    if (inner.kind != Stmt::Kind::For || inner.body.size() != 1)
+      continue;
+    const Stmt &store = *inner.body[0];
+    if (store.kind != Stmt::Kind::Store)
+      continue;
+    const Buffer *t = store.buffer;
+    const Expr &v = *store.value;
+    if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
+        uses[t] != 2 || v.kind != Expr::Kind::Load ||
+        v.buffer->dtype != t->dtype || v.buffer == t ||
+        (v.buffer->kind == Buffer::Kind::Param && v.buffer->shape.empty()) ||
+        v.buffer->kind == Buffer::Kind::Local)
+      continue;
+    const Expr *tStride, *xStride;
+    if (!matchIndex(*store.index, outer.var, inner.var, tStride) ||
+        !matchIndex(*v.args[0], inner.var, outer.var, xStride))
+      continue;
+    const Expr &rows = *outer.extent, &cols = *inner.extent;
+    if (!sameExpr(*tStride, cols) || !sameExpr(*xStride, rows))
+      continue;
+    // The first statement after the nest that touches `t` must be the
+    // matmul. Buffer planning may have given the source's memory to a
+    // buffer written in between, or to the product, since the transpose
+    // nest was the source's last reader.
+    size_t at = i + 1;
+    bool clobbered = false;
+    for (; at < fn.body.size(); ++at) {
+      const Stmt &between = *fn.body[at];
+      if (touches(between, t))
+        break;
+      clobbered = clobbered || writes(between, v.buffer);
+    }
+    if (clobbered || at == fn.body.size() ||
+        fn.body[at]->kind != Stmt::Kind::KernelCall)
+      continue;
+    const Stmt &k = *fn.body[at];
+    if (overlap(v.buffer, k.outputs[0]) || !wanted(k))
+      continue;
+    for (unsigned op = 0; op < 2; ++op) {
+      if (k.inputs[op] != t || !isIndexConst(*k.operands[op + 1], 0))
+        continue;
+      // a is M x K, b is K x N.
+      const Expr &r = *k.operands[op == 0 ? 3 : 4];
+      const Expr &c = *k.operands[op == 0 ? 4 : 5];
+      if (!sameExpr(r, rows) || !sameExpr(c, cols) || k.inputs[1 - op] == t)
+        continue;
+      found.from[t] = v.buffer;
+      found.elided.insert(&outer);
+    }
+  }
+  return found;
+}

@@ -252,7 +252,10 @@ std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
   llvmModule->setDataLayout(tm.createDataLayout());
   if (!module.sourceName.empty())
     llvmModule->setSourceFileName(module.sourceName);
-  if (!printLLVMFromLoops(module, *llvmModule, options, error)) {
+  LLVMOptions printing = options;
+  printing.maskedTails =
+      preferredVectorWidth(tm, options.preferVectorWidth) == 512;
+  if (!printLLVMFromLoops(module, *llvmModule, printing, error)) {
     error = "internal error: " + error;
     return nullptr;
   }

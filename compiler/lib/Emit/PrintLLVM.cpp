@@ -220,6 +220,8 @@ private:
                             llvm::Value *start = nullptr,
                             const Block *carrying = nullptr);
   void markLaneLoop(llvm::BranchInst *latch, int64_t lanes);
+  void markMaskedTail(llvm::BranchInst *latch);
+  void innermostLoop(const Stmt &s, llvm::Value *start, llvm::Value *end);
   void parallelLoop(const Stmt &s);
   void privatesHere(const Stmt &s);
   void rangeVersion();
@@ -471,6 +473,59 @@ void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch, int64_t lanes) {
   llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
   self->replaceOperandWith(0, self);
   latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+}
+
+/// The most iterations an innermost loop of unknown extent runs as masked
+/// vector iterations (innermostLoop).
+static constexpr int64_t maskedTripMax = 32;
+
+/// Whether `s` is an innermost loop whose body is stores, which LLVM can
+/// run as masked vector iterations. Not accumulations: a row accumulated
+/// in a loop nest is loaded again right after its masked store, which
+/// the processor cannot forward to the load (GMM's column sums over
+/// D = 10: the gradient 13% slower); nor the in-order additions of a
+/// reduction, which would add the masked-off lanes one by one too.
+static bool isPlainInnermost(const Stmt &s) {
+  return llvm::all_of(
+      s.body, [&](const StmtPtr &c) { return c->kind == Stmt::Kind::Store; });
+}
+
+/// Asks LLVM to fold the loop's remainder into masked vector iterations
+/// (`vectorize.predicate.enable`): with 512-bit vectors LLVM vectorises 16
+/// floats per step, then 8, then runs what is left one at a time, so that
+/// an LSTM's rows of 14 ran 8 elements in a vector and 6 alone. Masked,
+/// they are one step. Each element is computed as before: the same bits.
+void FunctionPrinter::markMaskedTail(llvm::BranchInst *latch) {
+  llvm::Metadata *hint = llvm::MDNode::get(
+      ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.predicate.enable"),
+            llvm::ConstantAsMetadata::get(b.getTrue())});
+  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, {nullptr, hint});
+  self->replaceOperandWith(0, self);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+}
+
+/// An innermost loop of plain statements, of an extent unknown until run
+/// time, over [start, end). Masked steps pay for short loops and cost
+/// long ones (each step computes its mask, and LLVM does not interleave
+/// them: K3's rows of 1,000, 7% slower), so the loop is printed twice,
+/// the masked copy for a run of at most maskedTripMax iterations and the
+/// plain one for a longer run; each runs all the iterations or none, so
+/// they are the one loop. A loop of known extent is left to LLVM, which
+/// knows its trip count (the spiral's loops over 2 classes, masked, were
+/// 3-5% slower).
+void FunctionPrinter::innermostLoop(const Stmt &s, llvm::Value *start,
+                                    llvm::Value *end) {
+  auto body = [&](llvm::Value *i) {
+    loopVars[s.var] = i;
+    block(s.body);
+    loopVars.erase(s.var);
+  };
+  std::string name = "i" + std::to_string(s.var);
+  llvm::Value *isShort =
+      b.CreateICmpSLE(b.CreateSub(end, start), i64(maskedTripMax));
+  markMaskedTail(forLoop(b.CreateSelect(isShort, end, start), name + ".short",
+                         body, start, &s.body));
+  forLoop(b.CreateSelect(isShort, start, end), name, body, start, &s.body);
 }
 
 //===--- Memory -----------------------------------------------------------===//
@@ -1082,6 +1137,12 @@ void FunctionPrinter::stmt(const Stmt &s) {
       parallelLoop(s);
       return;
     }
+    if (ms.options.maskedTails && s.extent->kind != Expr::Kind::Const &&
+        !loops::isLaneLoop(s) && !loops::isDotLoop(s) &&
+        !loops::isRowStoreLoop(s) && isPlainInnermost(s)) {
+      innermostLoop(s, i64(0), expr(*s.extent));
+      return;
+    }
     {
       llvm::BranchInst *latch = forLoop(
           expr(*s.extent), "i" + llvm::Twine(s.var),
@@ -1673,14 +1734,18 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
       rangeFlag = ab.CreateAlloca(b.getInt32Ty(), nullptr, "outOfRange");
       b.CreateStore(b.getInt32(0), rangeFlag);
     }
-    forLoop(
-        range->getArg(2), "i" + llvm::Twine(s.var),
-        [&](llvm::Value *i) {
-          loopVars[s.var] = i;
-          block(s.body);
-          loopVars.erase(s.var);
-        },
-        range->getArg(1), &s.body);
+    if (ms.options.maskedTails && s.extent->kind != Expr::Kind::Const &&
+        isPlainInnermost(s))
+      innermostLoop(s, range->getArg(1), range->getArg(2));
+    else
+      forLoop(
+          range->getArg(2), "i" + llvm::Twine(s.var),
+          [&](llvm::Value *i) {
+            loopVars[s.var] = i;
+            block(s.body);
+            loopVars.erase(s.var);
+          },
+          range->getArg(1), &s.body);
     if (setsFlag) {
       b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, field(next++),
                         b.CreateLoad(b.getInt32Ty(), rangeFlag),

@@ -64,6 +64,12 @@ struct LLVMOptions {
   /// where the target has AVX-512F, else the target's own default
   /// (preferredVectorWidth).
   unsigned preferVectorWidth = 0;
+  /// Innermost loops that may run few iterations are printed with their
+  /// remainder as masked vector steps (PrintLLVM's innermostLoop); set
+  /// by lowerToLLVM where the vectors are 512 bits wide (AVX-512, whose
+  /// masks make those steps cheap), where a narrower width asked for
+  /// would otherwise still get 512-bit mask arithmetic.
+  bool maskedTails = false;
   /// When not empty, lower only these functions and what they call (the
   /// JIT compiles just the function it runs).
   std::vector<std::string> roots;

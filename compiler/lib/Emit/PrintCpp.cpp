@@ -76,6 +76,16 @@ std::vector<std::string> wrap(llvm::StringRef text, unsigned width) {
   return lines;
 }
 
+/// `if (GRADC_UNLIKELY(cond))`: the test of a failure (a size, an
+/// allocation, an index). GCC's estimated profile counts every `return` of
+/// a failure as taken now and then, and after a few dozen of them (a size
+/// test, one per scratch buffer, the index checks of `take`) it thought
+/// the loops that follow too cold to vectorise: all of GMM's gradient but
+/// its first loops ran as scalar code, memsets as `rep stos`.
+std::string unlikely(const std::string &cond) {
+  return "if (GRADC_UNLIKELY(" + cond + "))";
+}
+
 /// `head` + the parameters joined by ", " + `tail`, on one line if it
 /// fits, else with the parameters aligned after the parenthesis (or, after
 /// a long head, on lines of their own indented by 4), as clang-format's
@@ -604,7 +614,7 @@ void FunctionPrinter::prologue() {
     if (p.kind == CParamKind::Size)
       negative.push_back(p.name + " < 0");
   if (!negative.empty()) {
-    line("if (" + llvm::join(negative, " || ") + ")");
+    line(unlikely(llvm::join(negative, " || ")));
     line("  return GRADC_ERROR_SIZE;");
   }
   // Element counts that could wrap (SizeChecks.h), once the sizes are
@@ -620,7 +630,7 @@ void FunctionPrinter::prologue() {
                         "})");
   }
   if (!overflows.empty()) {
-    line("if (" + llvm::join(overflows, " || ") + ")");
+    line(unlikely(llvm::join(overflows, " || ")));
     line("  return GRADC_ERROR_SIZE;");
   }
 }
@@ -684,7 +694,7 @@ void FunctionPrinter::declarations() {
     failed.push_back("!" + s.name);
   }
   if (!failed.empty()) {
-    line("if (" + llvm::join(failed, " || ") + ")");
+    line(unlikely(llvm::join(failed, " || ")));
     line("  return GRADC_ERROR_ALLOC;");
   }
   for (const Slot &s : stack) {
@@ -1065,12 +1075,14 @@ void FunctionPrinter::call(const Stmt &s) {
     line(c + ";");
     return;
   }
+  std::string test = "if (int " + statusName + " = " + c + "; GRADC_UNLIKELY(" +
+                     statusName + "))";
   if (!smallTrig) {
-    line("if (int " + statusName + " = " + c + ")");
+    line(test);
     line("  return " + statusName + ";");
     return;
   }
-  line("if (int " + statusName + " = " + c + ") {");
+  line(test + " {");
   failureReturn(statusName);
   line("}");
 }
@@ -1232,11 +1244,11 @@ void FunctionPrinter::stmt(const Stmt &s) {
     return;
   case Stmt::Kind::Check:
     if (!smallTrig) {
-      line("if (!" + paren(expr(*s.cond), Atom) + ")");
+      line(unlikely("!" + paren(expr(*s.cond), Atom)));
       line("  return " + checkStatusName(s.status).str() + ";");
       return;
     }
-    line("if (!" + paren(expr(*s.cond), Atom) + ") {");
+    line(unlikely("!" + paren(expr(*s.cond), Atom)) + " {");
     failureReturn(checkStatusName(s.status).str());
     line("}");
     return;

@@ -16,7 +16,10 @@ that holds the hand-written reference):
    linked with -fopenmp; --baseline-cpp=GRADC: the LLVM column is instead
    the C++ backend of another gradc binary, say an older build, so that
    two C++ backends are timed in one process, and --baseline-include=DIR
-   compiles that code with another checkout's runtime headers);
+   compiles that code with another checkout's runtime headers;
+   --baseline-llvm=GRADC: the C++ column is instead the LLVM backend of
+   another gradc binary, so that two LLVM backends are timed in one
+   process);
 2. makes the inputs (NumPy, fixed seed) and writes them for the harness;
 3. computes the reference value and gradients with PyTorch in f64, and
    times PyTorch's f32 forward and forward+backward with 2 threads and
@@ -348,8 +351,15 @@ def build(name, args, work, spec=None):
          "-o", o(name + "_cpp.cpp")] + vg)
     run([gradc, grad, "--emit=header", "--module-name=%s_cpp" % name,
          "-o", o(name + "_cpp.h")] + vg)
-    times["g++ -O3 of it"], _ = run(
-        cxx + blas_cpp + ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
+    if args.baseline_llvm:
+        times["baseline --emit=obj"], _ = run(
+            [args.baseline_llvm, grad, "--emit=obj",
+             "--module-name=%s_cpp" % name, "-o", o(name + "_cpp.o"),
+             "--value-and-grad"] + args.baseline_flags.split() + blas_llvm)
+    else:
+        times["g++ -O3 of it"], _ = run(
+            cxx + blas_cpp +
+            ["-c", o(name + "_cpp.cpp"), "-o", o(name + "_cpp.o")])
     objects = [o(name + "_cpp.o"), o(name + "_llvm.o")]
     if args.baseline_cpp:
         times["baseline --emit=cpp"], _ = run(
@@ -508,7 +518,7 @@ def bar_row(name, label, grad, base, fwd):
 def print_bar(bar, args):
     """The bar's summary: a benchmark, never a test (the exit status only
     says whether the results are right)."""
-    if not bar or args.quick or args.baseline_cpp:
+    if not bar or args.quick or args.baseline_cpp or args.baseline_llvm:
         return
     print("\nIssue 14's bar (gradient <= %.1fx hand value+grad, grad/fwd <= "
           "%.1f, K4 <= %.0f ns), gradc flags: %s" %
@@ -542,6 +552,10 @@ def main():
     p.add_argument("--baseline-cpp", default="", metavar="GRADC",
                    help="the LLVM column becomes the C++ backend of this "
                         "gradc binary (compare two C++ backends in one run)")
+    p.add_argument("--baseline-llvm", default="", metavar="GRADC",
+                   help="the C++ column becomes the LLVM backend of this "
+                        "gradc binary (compare two LLVM backends in one "
+                        "run)")
     p.add_argument("--baseline-include", default="", metavar="DIR",
                    help="with --baseline-cpp: compile the baseline's code "
                         "with the runtime headers in DIR (a checkout's "
@@ -588,7 +602,7 @@ def main():
         print("gradc flags: %s%s" % (
             args.gradc_flags or "(none)",
             "; baseline's: " + (args.baseline_flags or "(none)")
-            if args.baseline_cpp else ""))
+            if args.baseline_cpp or args.baseline_llvm else ""))
     bar = []
     for name in args.kernels.split(","):
         spec = KERNELS[name]
@@ -674,7 +688,8 @@ def main():
               "grad / hand v+g | v+g / hand v+g | grad / fwd | max rel err |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         rows = [(spec.get("hand_label", "hand C++ (OpenBLAS)"), "hand"),
-                ("gradc C++ backend", "cpp"),
+                ("baseline LLVM (--baseline-llvm)" if args.baseline_llvm
+                 else "gradc C++ backend", "cpp"),
                 ("baseline C++ (--baseline-cpp)" if args.baseline_cpp
                  else "gradc LLVM backend", "llvm")]
         if args.threads > 1:

@@ -77,6 +77,16 @@ std::vector<std::string> wrap(llvm::StringRef text, unsigned width) {
   return lines;
 }
 
+/// `if (GRADC_UNLIKELY(cond))`: the test of a failure (a size, an
+/// allocation, an index). GCC's estimated profile counts every `return` of
+/// a failure as taken now and then, and after a few dozen of them (a size
+/// test, one per scratch buffer, the index checks of `take`) it thought
+/// the loops that follow too cold to vectorise: all of GMM's gradient but
+/// its first loops ran as scalar code, memsets as `rep stos`.
+std::string unlikely(const std::string &cond) {
+  return "if (GRADC_UNLIKELY(" + cond + "))";
+}
+
 /// `head` + the parameters joined by ", " + `tail`, on one line if it
 /// fits, else with the parameters aligned after the parenthesis (or, after
 /// a long head, on lines of their own indented by 4), as clang-format's
@@ -605,7 +615,7 @@ void FunctionPrinter::prologue() {
     if (p.kind == CParamKind::Size)
       negative.push_back(p.name + " < 0");
   if (!negative.empty()) {
-    line("if (" + llvm::join(negative, " || ") + ")");
+    line(unlikely(llvm::join(negative, " || ")));
     line("  return GRADC_ERROR_SIZE;");
   }
   // Element counts that could wrap (SizeChecks.h), once the sizes are
@@ -621,7 +631,7 @@ void FunctionPrinter::prologue() {
                         "})");
   }
   if (!overflows.empty()) {
-    line("if (" + llvm::join(overflows, " || ") + ")");
+    line(unlikely(llvm::join(overflows, " || ")));
     line("  return GRADC_ERROR_SIZE;");
   }
 }
@@ -685,7 +695,7 @@ void FunctionPrinter::declarations() {
     failed.push_back("!" + s.name);
   }
   if (!failed.empty()) {
-    line("if (" + llvm::join(failed, " || ") + ")");
+    line(unlikely(llvm::join(failed, " || ")));
     line("  return GRADC_ERROR_ALLOC;");
   }
   for (const Slot &s : stack) {
@@ -1066,12 +1076,14 @@ void FunctionPrinter::call(const Stmt &s) {
     line(c + ";");
     return;
   }
+  std::string test = "if (int " + statusName + " = " + c + "; GRADC_UNLIKELY(" +
+                     statusName + "))";
   if (!smallTrig) {
-    line("if (int " + statusName + " = " + c + ")");
+    line(test);
     line("  return " + statusName + ";");
     return;
   }
-  line("if (int " + statusName + " = " + c + ") {");
+  line(test + " {");
   failureReturn(statusName);
   line("}");
 }
@@ -1088,7 +1100,7 @@ void FunctionPrinter::kernelCall(const Stmt &s) {
   auto operand = [&](unsigned i) {
     const Buffer *b = s.inputs[i];
     if (const Buffer *from = transposedFrom.lookup(b))
-      return pointerOf(from) + ", gradc::Transposed";
+      return at(from, *s.operands[i + 1]) + ", gradc::Transposed";
     return at(b, *s.operands[i + 1]) + ", gradc::NoTranspose";
   };
   // An f32 accumulator: the second order (accumulate = "f32").
@@ -1104,7 +1116,8 @@ void FunctionPrinter::kernelCall(const Stmt &s) {
 /// (TransposedOperands.h).
 void FunctionPrinter::findTransposedOperands() {
   TransposedOperands found =
-      emit::findTransposedOperands(fn, [](const Stmt &) { return true; });
+      emit::findTransposedOperands(fn, [](const Stmt &) { return true; },
+                                   /*batches=*/true);
   transposedFrom = std::move(found.from);
   elided = std::move(found.elided);
 }
@@ -1125,11 +1138,11 @@ void FunctionPrinter::stmt(const Stmt &s) {
     return;
   case Stmt::Kind::Check:
     if (!smallTrig) {
-      line("if (!" + paren(expr(*s.cond), Atom) + ")");
+      line(unlikely("!" + paren(expr(*s.cond), Atom)));
       line("  return " + checkStatusName(s.status).str() + ";");
       return;
     }
-    line("if (!" + paren(expr(*s.cond), Atom) + ") {");
+    line(unlikely("!" + paren(expr(*s.cond), Atom)) + " {");
     failureReturn(checkStatusName(s.status).str());
     line("}");
     return;

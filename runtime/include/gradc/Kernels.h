@@ -57,6 +57,17 @@
 #define GRADC_ALWAYS_INLINE inline
 #endif
 
+// The test of a failure in generated code (`return GRADC_ERROR_...`):
+// compilers should not take the failure paths for likely. GCC 12 estimates
+// each such early return as taken now and then, and after the tests of a
+// long function's sizes, scratch buffers and indices it estimated the rest
+// of the function cold and optimised it for size, without vectorising.
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define GRADC_UNLIKELY(x) (x)
+#endif
+
 namespace gradc {
 
 //===----------------------------------------------------------------------===//

@@ -29,10 +29,15 @@ struct TransposedOperands {
 /// (at offset 0, as an R x C operand), with no statement between them that
 /// writes `x` or its storage, and for which `wanted` (given the kernel)
 /// holds: that kernel can read `x` transposed instead, so no transpose is
-/// stored.
+/// stored. With `batches`, also such a nest in a loop over a batch of
+/// matrices, `t[b * (R * C) + i * C + j] = x[b * (C * R) + j * R + i]`,
+/// whose `t` the next loop over the batch passes to one matmul per matrix
+/// at `b * (R * C)` (the loop is elided; the kernel reads `x` at the same
+/// offset).
 TransposedOperands findTransposedOperands(
     const loops::LoopFunction &fn,
-    llvm::function_ref<bool(const loops::Stmt &kernel)> wanted);
+    llvm::function_ref<bool(const loops::Stmt &kernel)> wanted,
+    bool batches = false);
 
 } // namespace gradc::emit
 

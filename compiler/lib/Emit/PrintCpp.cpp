@@ -1115,9 +1115,9 @@ void FunctionPrinter::kernelCall(const Stmt &s) {
 /// (gradc::Transposed), where they came from: any matmul's
 /// (TransposedOperands.h).
 void FunctionPrinter::findTransposedOperands() {
-  TransposedOperands found =
-      emit::findTransposedOperands(fn, [](const Stmt &) { return true; },
-                                   /*batches=*/true);
+  TransposedOperands found = emit::findTransposedOperands(
+      fn, [](const Stmt &) { return true; },
+      /*batches=*/true);
   transposedFrom = std::move(found.from);
   elided = std::move(found.elided);
 }

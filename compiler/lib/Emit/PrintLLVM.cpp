@@ -219,7 +219,11 @@ private:
                             llvm::function_ref<void(llvm::Value *)> body,
                             llvm::Value *start = nullptr,
                             const Block *carrying = nullptr);
+  llvm::Metadata *loopHint(const char *name, llvm::Constant *value = nullptr);
+  void setLoopHints(llvm::BranchInst *latch,
+                    llvm::ArrayRef<llvm::Metadata *> hints);
   void markLaneLoop(llvm::BranchInst *latch, int64_t lanes);
+  bool hasMaskedTail(const Stmt &s) const;
   void markMaskedTail(llvm::BranchInst *latch);
   void innermostLoop(const Stmt &s, llvm::Value *start, llvm::Value *end);
   void keepScalar(llvm::BranchInst *latch);
@@ -456,24 +460,37 @@ FunctionPrinter::forLoop(llvm::Value *n, const llvm::Twine &name,
 /// elements in order, so the sums are the same bit for bit. (The loop
 /// vectoriser leaves loops of fewer than 16 iterations alone unless
 /// vectorisation is forced, hence `vectorize.enable`.)
+/// One entry of a loop's `llvm.loop` metadata: `!{!"name", value}`, or
+/// `!{!"name"}` without a value.
+llvm::Metadata *FunctionPrinter::loopHint(const char *name,
+                                          llvm::Constant *value) {
+  llvm::MDString *key = llvm::MDString::get(ctx, name);
+  if (!value)
+    return llvm::MDNode::get(ctx, {key});
+  return llvm::MDNode::get(ctx, {key, llvm::ConstantAsMetadata::get(value)});
+}
+
+/// Gives the loop that ends with `latch` its `llvm.loop` metadata: a
+/// distinct node that names itself first, then `hints`.
+void FunctionPrinter::setLoopHints(llvm::BranchInst *latch,
+                                   llvm::ArrayRef<llvm::Metadata *> hints) {
+  llvm::SmallVector<llvm::Metadata *, 4> ops{nullptr};
+  ops.append(hints.begin(), hints.end());
+  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
+  self->replaceOperandWith(0, self);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+}
+
 void FunctionPrinter::markLaneLoop(llvm::BranchInst *latch, int64_t lanes) {
-  auto hint = [&](const char *name, llvm::Constant *value) {
-    return llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, name),
-                                   llvm::ConstantAsMetadata::get(value)});
-  };
-  llvm::SmallVector<llvm::Metadata *, 4> ops{
-      nullptr, hint("llvm.loop.vectorize.enable", b.getTrue()),
-      llvm::MDNode::get(
-          ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})};
   // All the lanes in one vector (two or more registers where they are
   // wider than the target's), so that the loop runs once and is gone; a
   // narrower width leaves a loop of a few iterations inside every step.
   // (isLaneLoop: ir::reductionLanes f64 or ir::reductionLanesF32 f32
   // lanes, a power of two: 16 floats are one <16 x float>.)
-  ops.push_back(hint("llvm.loop.vectorize.width", b.getInt32(lanes)));
-  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
-  self->replaceOperandWith(0, self);
-  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+  setLoopHints(latch,
+               {loopHint("llvm.loop.vectorize.enable", b.getTrue()),
+                loopHint("llvm.loop.unroll.disable"),
+                loopHint("llvm.loop.vectorize.width", b.getInt32(lanes))});
 }
 
 /// The most iterations an innermost loop of unknown extent runs as masked
@@ -497,12 +514,16 @@ static bool isPlainInnermost(const Stmt &s) {
 /// an LSTM's rows of 14 ran 8 elements in a vector and 6 alone. Masked,
 /// they are one step. Each element is computed as before: the same bits.
 void FunctionPrinter::markMaskedTail(llvm::BranchInst *latch) {
-  llvm::Metadata *hint = llvm::MDNode::get(
-      ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.predicate.enable"),
-            llvm::ConstantAsMetadata::get(b.getTrue())});
-  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, {nullptr, hint});
-  self->replaceOperandWith(0, self);
-  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+  setLoopHints(latch,
+               {loopHint("llvm.loop.vectorize.predicate.enable", b.getTrue())});
+}
+
+/// Whether the loop `s` gets a masked copy (innermostLoop): where the
+/// vectors are 512 bits wide, an innermost loop of stores whose extent is
+/// a size name (the loops markLaneLoop marks all have known extents).
+bool FunctionPrinter::hasMaskedTail(const Stmt &s) const {
+  return ms.options.maskedTails && s.extent->kind != Expr::Kind::Const &&
+         isPlainInnermost(s);
 }
 
 /// Whether `s` is the rest of a sum or max in lanes (Lower.cpp,
@@ -529,13 +550,7 @@ static bool isLaneRestLoop(const Stmt &s) {
 
 /// Asks LLVM not to vectorise the loop that ends with `latch`.
 void FunctionPrinter::keepScalar(llvm::BranchInst *latch) {
-  llvm::Metadata *ops[] = {
-      nullptr, llvm::MDNode::get(
-                   ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
-                         llvm::ConstantAsMetadata::get(b.getFalse())})};
-  llvm::MDNode *self = llvm::MDNode::getDistinct(ctx, ops);
-  self->replaceOperandWith(0, self);
-  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+  setLoopHints(latch, {loopHint("llvm.loop.vectorize.enable", b.getFalse())});
 }
 
 /// An innermost loop of plain statements, of an extent unknown until run
@@ -1171,9 +1186,7 @@ void FunctionPrinter::stmt(const Stmt &s) {
       parallelLoop(s);
       return;
     }
-    if (ms.options.maskedTails && s.extent->kind != Expr::Kind::Const &&
-        !loops::isLaneLoop(s) && !loops::isDotLoop(s) &&
-        !loops::isRowStoreLoop(s) && isPlainInnermost(s)) {
+    if (hasMaskedTail(s)) {
       innermostLoop(s, i64(0), expr(*s.extent));
       return;
     }
@@ -1770,8 +1783,7 @@ void FunctionPrinter::parallelLoop(const Stmt &s) {
       rangeFlag = ab.CreateAlloca(b.getInt32Ty(), nullptr, "outOfRange");
       b.CreateStore(b.getInt32(0), rangeFlag);
     }
-    if (ms.options.maskedTails && s.extent->kind != Expr::Kind::Const &&
-        isPlainInnermost(s))
+    if (hasMaskedTail(s))
       innermostLoop(s, range->getArg(1), range->getArg(2));
     else
       forLoop(

@@ -88,7 +88,8 @@ void factorsOf(const Expr &e, llvm::SmallVectorImpl<const Expr *> &out) {
 
 /// Whether the products `a` and `b` multiply the same factors, in any
 /// order (a batch's stride `R * C` against `C * R`).
-bool sameFactors(llvm::ArrayRef<const Expr *> a, llvm::ArrayRef<const Expr *> b) {
+bool sameFactors(llvm::ArrayRef<const Expr *> a,
+                 llvm::ArrayRef<const Expr *> b) {
   llvm::SmallVector<const Expr *, 4> fa, fb;
   for (const Expr *e : a)
     factorsOf(*e, fa);
@@ -97,7 +98,8 @@ bool sameFactors(llvm::ArrayRef<const Expr *> a, llvm::ArrayRef<const Expr *> b)
   if (fa.size() != fb.size())
     return false;
   for (const Expr *f : fa) {
-    auto it = llvm::find_if(fb, [&](const Expr *g) { return g && sameExpr(*f, *g); });
+    auto it =
+        llvm::find_if(fb, [&](const Expr *g) { return g && sameExpr(*f, *g); });
     if (it == fb.end())
       return false;
     *it = nullptr;

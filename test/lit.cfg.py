@@ -29,6 +29,9 @@ config.substitutions.append(("%python", "python3"))
 if config.openblas_library and not config.openblas_library.endswith("NOTFOUND"):
     config.available_features.add("openblas")
     config.substitutions.append(("%openblas", config.openblas_library))
+# The driver links mimalloc (CMake's GRADC_ALLOCATOR found it).
+if getattr(config, "gradc_mimalloc", "OFF") in ("ON", "1", "TRUE"):
+    config.available_features.add("mimalloc")
 
 # A Python 3 with NumPy for the Python modules' tests (test/Package), and
 # one with NumPy and PyTorch for the doc blocks that run Python

@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 llvm-19-dev libclang-19-dev
           libclang-cpp19-dev clang-19 llvm-19-tools libclang-rt-19-dev
-          libgtest-dev libopenblas-dev python3-dev python3-numpy python3-torch
+          libgtest-dev libmimalloc-dev libopenblas-dev python3-dev python3-numpy python3-torch
           python3-pytest)
 missing=()
 for p in "${packages[@]}"; do

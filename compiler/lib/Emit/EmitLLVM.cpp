@@ -22,13 +22,16 @@
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Analysis/LoopInfo.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Dominators.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
+#include "llvm/IR/VFABIDemangler.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Linker/Linker.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -42,6 +45,7 @@
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
 #include "llvm/Transforms/Utils/CodeExtractor.h"
+#include "llvm/Transforms/Utils/ModuleUtils.h"
 
 #include <map>
 #include <mutex>
@@ -132,9 +136,19 @@ static bool targetHasFMA(const llvm::TargetMachine &tm) {
   return tm.getTargetTriple().isAArch64();
 }
 
-/// Calls of the math library that one function may inline (see
-/// linkMathLibrary).
+/// Calls of the math library that one function may inline
+/// (planMathCalls).
 static constexpr size_t maxInlinedMathCalls = 256;
+
+/// Calls of the math library that one loop may inline (planMathCalls).
+static constexpr size_t maxInlinedMathCallsPerLoop = 16;
+
+/// Calls of the math library in one loop that may be vectorised through
+/// vector variants (addVectorVariants): LLVM's loop vectoriser grows
+/// faster than the loop beyond (`--emit=obj` of a chain's gradient, about
+/// 1.5 calls per step in a loop: 100 steps 0.5 s, 400 steps 2.5 s, 1,000
+/// steps 8 s, 10,000 steps 543 s, where scalar calls take 15 s).
+static constexpr size_t maxVectorisedMathCallsPerLoop = 512;
 
 /// Drops the hint that forces vectorisation (PrintLLVM's markLaneLoop)
 /// from each loop around one of `calls`: a math call kept out of line
@@ -155,6 +169,188 @@ static void dropHintsAroundCalls(llvm::Function &fn,
         loop->setLoopID(nullptr);
 }
 
+/// The vector variant of the math library's entry point `scalar` for
+/// `lanes` lanes: `<lanes x float> NAME_vLANES(<lanes x float>...)`,
+/// internal and never inlined, whose body runs `scalar` (inlined) over
+/// the lanes in a loop that the loop vectoriser turns into one vector
+/// iteration. So each lane computes what the scalar function computes,
+/// bit for bit, and the vector code is made once per module instead of
+/// once per call.
+static llvm::Function *vectorVariant(llvm::Module &module,
+                                     llvm::Function &scalar, unsigned lanes) {
+  std::string name = (scalar.getName() + "_v" + llvm::Twine(lanes)).str();
+  if (llvm::Function *existing = module.getFunction(name))
+    return existing;
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Type *f32 = llvm::Type::getFloatTy(ctx);
+  auto *vec = llvm::FixedVectorType::get(f32, lanes);
+  unsigned arity = scalar.arg_size();
+  llvm::SmallVector<llvm::Type *, 2> params(arity, vec);
+  llvm::Function *variant =
+      llvm::Function::Create(llvm::FunctionType::get(vec, params, false),
+                             llvm::GlobalValue::InternalLinkage, name, module);
+  variant->addFnAttr(llvm::Attribute::NoInline);
+  variant->addFnAttr(llvm::Attribute::NoUnwind);
+  variant->addFnAttr(llvm::Attribute::WillReturn);
+  variant->setMemoryEffects(llvm::MemoryEffects::none());
+
+  auto *array = llvm::ArrayType::get(f32, lanes);
+  auto *entry = llvm::BasicBlock::Create(ctx, "entry", variant);
+  auto *loop = llvm::BasicBlock::Create(ctx, "lane", variant);
+  auto *exit = llvm::BasicBlock::Create(ctx, "exit", variant);
+  llvm::IRBuilder<> b(entry);
+  llvm::SmallVector<llvm::AllocaInst *, 2> in;
+  for (llvm::Argument &arg : variant->args()) {
+    in.push_back(b.CreateAlloca(array));
+    b.CreateStore(&arg, in.back());
+  }
+  llvm::AllocaInst *out = b.CreateAlloca(array);
+  b.CreateBr(loop);
+  b.SetInsertPoint(loop);
+  llvm::PHINode *i = b.CreatePHI(b.getInt64Ty(), 2, "i");
+  i->addIncoming(b.getInt64(0), entry);
+  llvm::SmallVector<llvm::Value *, 2> args;
+  for (llvm::AllocaInst *a : in)
+    args.push_back(b.CreateLoad(f32, b.CreateInBoundsGEP(f32, a, i)));
+  llvm::CallInst *call = b.CreateCall(&scalar, args);
+  call->addFnAttr(llvm::Attribute::AlwaysInline);
+  b.CreateStore(call, b.CreateInBoundsGEP(f32, out, i));
+  llvm::Value *next = b.CreateAdd(i, b.getInt64(1), "", true, true);
+  i->addIncoming(next, loop);
+  llvm::BranchInst *back =
+      b.CreateCondBr(b.CreateICmpULT(next, b.getInt64(lanes)), loop, exit);
+  // All the lanes in one vector iteration.
+  llvm::Metadata *hints[] = {
+      nullptr,
+      llvm::MDNode::get(ctx,
+                        {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
+                         llvm::ConstantAsMetadata::get(b.getTrue())}),
+      llvm::MDNode::get(ctx,
+                        {llvm::MDString::get(ctx, "llvm.loop.vectorize.width"),
+                         llvm::ConstantAsMetadata::get(b.getInt32(lanes))}),
+      llvm::MDNode::get(ctx,
+                        {llvm::MDString::get(ctx, "llvm.loop.interleave.count"),
+                         llvm::ConstantAsMetadata::get(b.getInt32(1))})};
+  llvm::MDNode *id = llvm::MDNode::getDistinct(ctx, hints);
+  id->replaceOperandWith(0, id);
+  back->setMetadata(llvm::LLVMContext::MD_loop, id);
+  b.SetInsertPoint(exit);
+  b.CreateRet(b.CreateLoad(vec, out));
+  // Kept until the loop vectoriser has seen the calls that name it (only
+  // their attribute does): an unused one is a few dozen instructions.
+  llvm::appendToCompilerUsed(module, {variant});
+  return variant;
+}
+
+/// The lanes of the vector variants (vectorVariant): the vectors that the
+/// loop vectoriser will choose for f32, as PrintLLVM's lane loops are
+/// (LLVMOptions::preferVectorWidth, else the target's own preference).
+static unsigned variantLanes(llvm::Function &fn, llvm::TargetMachine &tm,
+                             unsigned preferVectorWidth) {
+  unsigned bits = preferredVectorWidth(tm, preferVectorWidth);
+  if (!bits)
+    bits = tm.getTargetTransformInfo(fn)
+               .getRegisterBitWidth(
+                   llvm::TargetTransformInfo::RGK_FixedWidthVector)
+               .getFixedValue();
+  return bits / 32;
+}
+
+/// Makes `calls` (of the math library, kept out of line) vectorisable:
+/// each names the vector variants of its callee (LLVM's
+/// "vector-function-abi-variant", as for a vector math library) and is
+/// marked pure, so that the loop vectoriser turns a call per element into
+/// a call per vector. Without them a fused chain of 100 steps ran its
+/// math one element at a time on this backend, 10 times slower than the
+/// C++ backend's (docs/LLVMBackend.md, "Math kept out of line").
+static void addVectorVariants(llvm::Module &module,
+                              llvm::ArrayRef<llvm::CallBase *> calls,
+                              unsigned lanes) {
+  if (lanes < 2)
+    return;
+  // Also 8 lanes where vectors have more: the lanes of a sum in the
+  // default order are 8 (docs/IR.md, "Numbers"), a loop of 8 steps that
+  // LLVM would otherwise unroll into 8 scalar calls.
+  llvm::SmallVector<unsigned, 2> widths = {lanes};
+  if (lanes > 8)
+    widths.push_back(8);
+  for (llvm::CallBase *call : calls) {
+    llvm::Function *scalar = call->getCalledFunction();
+    if (!llvm::all_of(scalar->args(), [](const llvm::Argument &a) {
+          return a.getType()->isFloatTy();
+        }))
+      continue;
+    std::string mappings;
+    for (unsigned width : widths) {
+      llvm::Function *variant = vectorVariant(module, *scalar, width);
+      if (!mappings.empty())
+        mappings += ",";
+      mappings += ("_ZGV_LLVM_N" + llvm::Twine(width) +
+                   std::string(scalar->arg_size(), 'v') + "_" +
+                   scalar->getName() + "(" + variant->getName() + ")")
+                      .str();
+    }
+    call->setMemoryEffects(llvm::MemoryEffects::none());
+    call->addFnAttr(llvm::Attribute::NoUnwind);
+    call->addFnAttr(llvm::Attribute::WillReturn);
+    call->addFnAttr(llvm::Attribute::get(
+        module.getContext(), llvm::VFABI::MappingsAttrName, mappings));
+  }
+}
+
+/// What becomes of each call of the math library in one function.
+struct MathCallPlan {
+  /// Inlined: the optimiser vectorises and schedules them with the loop
+  /// around them.
+  llvm::SmallVector<llvm::CallBase *, 16> inlined;
+  /// Out of line, vectorised through vector variants (addVectorVariants).
+  llvm::SmallVector<llvm::CallBase *, 16> vectorised;
+  /// Out of line, one element per call.
+  llvm::SmallVector<llvm::CallBase *, 16> scalar;
+};
+
+/// Plans the calls `calls` of the math library in `fn`:
+///  - A loop that makes more than maxInlinedMathCallsPerLoop (a fused
+///    chain) calls vector variants: it runs as fast with a vector call per
+///    function as inlined, and inlined it costs the optimiser time
+///    superlinear in the loop (the gradient of a 30-step chain: 2.5 s for
+///    `--emit=obj` inlined, 0.23 s with variants, the same speed; of an
+///    8-step chain, 10-15% slower with variants: docs/LLVMBackend.md).
+///  - Where more than maxInlinedMathCalls would still be inlined in the
+///    function, none is: a function of 10,000 loops, each with a call,
+///    stays linear (test/Emit/compile-time-10k.test).
+///  - Out of line, a call is vectorised if its loop makes at most
+///    maxVectorisedMathCallsPerLoop; otherwise it stays scalar.
+static MathCallPlan planMathCalls(llvm::Function &fn,
+                                  llvm::ArrayRef<llvm::CallBase *> calls) {
+  llvm::DominatorTree dt(fn);
+  llvm::LoopInfo loops(dt);
+  llvm::DenseMap<const llvm::Loop *, size_t> perLoop;
+  for (llvm::CallBase *call : calls)
+    ++perLoop[loops.getLoopFor(call->getParent())];
+  MathCallPlan plan;
+  llvm::SmallVector<llvm::CallBase *, 16> outOfLine;
+  for (llvm::CallBase *call : calls) {
+    const llvm::Loop *loop = loops.getLoopFor(call->getParent());
+    if (loop && perLoop.lookup(loop) > maxInlinedMathCallsPerLoop)
+      outOfLine.push_back(call);
+    else
+      plan.inlined.push_back(call);
+  }
+  if (plan.inlined.size() > maxInlinedMathCalls) {
+    outOfLine.append(plan.inlined.begin(), plan.inlined.end());
+    plan.inlined.clear();
+  }
+  for (llvm::CallBase *call : outOfLine) {
+    const llvm::Loop *loop = loops.getLoopFor(call->getParent());
+    if (loop && perLoop.lookup(loop) <= maxVectorisedMathCallsPerLoop)
+      plan.vectorised.push_back(call);
+    else
+      plan.scalar.push_back(call);
+  }
+  return plan;
+}
+
 /// Links the functions of the math library that `module` calls
 /// (gradc_math_*, and the scratch cache's gradc_scratch_*) into it, from
 /// the embedded bitcode, makes them internal and marks the math calls
@@ -163,8 +359,9 @@ static void dropHintsAroundCalls(llvm::Function &fn,
 /// cache's two functions stay out of line (MathBitcode.cpp).
 /// The bitcode's CPU attributes are dropped, so that the functions take
 /// the module's target (they were compiled for the generic CPU).
-static bool linkMathLibrary(llvm::Module &module, bool fma,
-                            std::string &error) {
+static bool linkMathLibrary(llvm::Module &module, llvm::TargetMachine &tm,
+                            unsigned preferVectorWidth, std::string &error) {
+  bool fma = targetHasFMA(tm);
   bool used = false;
   for (const llvm::Function &fn : module)
     used |= fn.isDeclaration() && fn.getName().starts_with("gradc_");
@@ -218,26 +415,32 @@ static bool linkMathLibrary(llvm::Module &module, bool fma,
       if (!fn.getName().starts_with("gradc_math_"))
         fn.addFnAttr(llvm::Attribute::AlwaysInline);
     }
-  // Each call of an entry point is inlined, unless its function calls the
-  // library more than maxInlinedMathCalls times: a fused chain of 10,000
-  // sin and tanh inlined is one loop of a million instructions, which
-  // took LLVM 78 s to optimise (test/Emit/compile-time-10k.test), so
-  // there the calls stay calls and compile time stays linear.
-  for (llvm::Function &fn : module) {
-    if (library.contains(fn.getName()))
-      continue;
+  // Which calls of the entry points are inlined: planMathCalls.
+  std::vector<llvm::Function *> callers;
+  for (llvm::Function &fn : module)
+    if (!fn.isDeclaration() && !library.contains(fn.getName()))
+      callers.push_back(&fn);
+  for (llvm::Function *fn : callers) {
     llvm::SmallVector<llvm::CallBase *, 16> calls;
-    for (llvm::Instruction &inst : llvm::instructions(fn))
+    for (llvm::Instruction &inst : llvm::instructions(*fn))
       if (auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
         if (llvm::Function *callee = call->getCalledFunction())
           if (callee->getName().starts_with("gradc_math_"))
             calls.push_back(call);
-    bool inlined = calls.size() <= maxInlinedMathCalls;
-    for (llvm::CallBase *call : calls)
-      call->addFnAttr(inlined ? llvm::Attribute::AlwaysInline
-                              : llvm::Attribute::NoInline);
-    if (!inlined)
-      dropHintsAroundCalls(fn, calls);
+    if (calls.empty())
+      continue;
+    MathCallPlan plan = planMathCalls(*fn, calls);
+    for (llvm::CallBase *call : plan.inlined)
+      call->addFnAttr(llvm::Attribute::AlwaysInline);
+    for (llvm::CallBase *call : plan.vectorised)
+      call->addFnAttr(llvm::Attribute::NoInline);
+    for (llvm::CallBase *call : plan.scalar)
+      call->addFnAttr(llvm::Attribute::NoInline);
+    addVectorVariants(module, plan.vectorised,
+                      variantLanes(*fn, tm, preferVectorWidth));
+    llvm::SmallVector<llvm::CallBase *, 16> outOfLine(plan.vectorised);
+    outOfLine.append(plan.scalar.begin(), plan.scalar.end());
+    dropHintsAroundCalls(*fn, outOfLine);
   }
   return true;
 }
@@ -261,7 +464,7 @@ std::unique_ptr<llvm::Module> emit::lowerToLLVM(const ir::Module &module,
   }
   {
     TimeRegion region("link math");
-    if (!linkMathLibrary(*llvmModule, targetHasFMA(tm), error))
+    if (!linkMathLibrary(*llvmModule, tm, options.preferVectorWidth, error))
       return nullptr;
   }
   TimeRegion region("verify module");

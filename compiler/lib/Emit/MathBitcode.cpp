@@ -21,11 +21,14 @@ float gradc_math_sigmoid_f32(float x) { return gradc::sigmoid(x); }
 float gradc_math_softplus_f32(float x) { return gradc::softplus(x); }
 float gradc_math_sin_f32(float x) { return gradc::sin(x); }
 float gradc_math_cos_f32(float x) { return gradc::cos(x); }
-float gradc_math_sinSmall_f32(float x, int32_t *outOfRange) {
-  return gradc::sinSmall(x, *outOfRange);
+// gradc::sinSmall and cosSmall without their flag, which the generated
+// code sets itself (PrintLLVM.cpp, smallTrig): a pure function can be
+// vectorised where it is not inlined.
+float gradc_math_sinSmall_f32(float x) {
+  return gradc::detail::sinCosSmall(x, false);
 }
-float gradc_math_cosSmall_f32(float x, int32_t *outOfRange) {
-  return gradc::cosSmall(x, *outOfRange);
+float gradc_math_cosSmall_f32(float x) {
+  return gradc::detail::sinCosSmall(x, true);
 }
 float gradc_math_atan_f32(float x) { return gradc::atan(x); }
 float gradc_math_pow_f32(float x, float y) { return gradc::pow(x, y); }

@@ -131,14 +131,10 @@ struct ModuleState {
         ("gradc_math_" + name + "_f32").str(),
         llvm::FunctionType::get(f32, params, false));
   }
-  /// gradc_math_sinSmall_f32(x, flag): a range version's sin and cos.
+  /// gradc_math_sinSmall_f32(x): a range version's sin and cos, the
+  /// small path alone (FunctionPrinter::smallTrigCall sets the flag).
   llvm::FunctionCallee smallTrigFunction(llvm::StringRef name) {
-    llvm::LLVMContext &ctx = llvmModule.getContext();
-    llvm::Type *f32 = llvm::Type::getFloatTy(ctx);
-    return llvmModule.getOrInsertFunction(
-        ("gradc_math_" + name + "Small_f32").str(),
-        llvm::FunctionType::get(f32, {f32, llvm::PointerType::get(ctx, 0)},
-                                false));
+    return mathFunction((name + "Small").str(), 1);
   }
   llvm::FunctionCallee libm(llvm::StringRef name, unsigned arity) {
     llvm::Type *f64 = llvm::Type::getDoubleTy(llvmModule.getContext());
@@ -253,6 +249,7 @@ private:
   llvm::Value *expr(const Expr &e);
   llvm::Value *prim(const Expr &e);
   llvm::Value *intrinsic(const Expr &e);
+  llvm::Value *smallTrigCall(Intrinsic fn, llvm::Value *x);
   llvm::Value *castTo(ScalarType to, ScalarType from, llvm::Value *v);
   llvm::Value *constant(ScalarType t, double v);
   llvm::Value *maximum(llvm::Value *a, llvm::Value *c);
@@ -1119,6 +1116,23 @@ llvm::Value *FunctionPrinter::prim(const Expr &e) {
   llvm_unreachable("unknown primitive");
 }
 
+/// A range version's sin or cos of an f32 (docs/Loops.md): the small
+/// path alone, gradc_math_sinSmall_f32, and the range flag or-ed with
+/// whether `x` is outside it, as gradc::sinSmall sets it (|x| < 2^20
+/// false, NaN included). The call is pure, so that a loop around it may
+/// vectorise it also where it stays out of line (EmitLLVM.cpp,
+/// vectorVariants); the flag is a reduction in a register once SROA has
+/// promoted it.
+llvm::Value *FunctionPrinter::smallTrigCall(Intrinsic fn, llvm::Value *x) {
+  llvm::Value *magnitude = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  llvm::Value *outside = b.CreateFCmpUGE(
+      magnitude, llvm::ConstantFP::get(b.getFloatTy(), 1048576.0));
+  llvm::Value *flag = b.CreateLoad(b.getInt32Ty(), rangeFlag);
+  b.CreateStore(b.CreateOr(flag, b.CreateZExt(outside, b.getInt32Ty())),
+                rangeFlag);
+  return b.CreateCall(ms.smallTrigFunction(intrinsicName(fn)), {x});
+}
+
 /// f32: gradc/Math.h's function (gradc_math_NAME_f32 of the linked
 /// bitcode); sqrt is exact (llvm.sqrt); log1p is f64's, rounded. f64:
 /// libm's, as the evaluator calls them; pow is marked nobuiltin, since
@@ -1130,8 +1144,7 @@ llvm::Value *FunctionPrinter::intrinsic(const Expr &e) {
   if (e.fn == Intrinsic::Sqrt)
     return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
   if (smallTrig && loops::hasSmallArgumentVersion(e))
-    return b.CreateCall(ms.smallTrigFunction(intrinsicName(e.fn)),
-                        {args[0], rangeFlag});
+    return smallTrigCall(e.fn, args[0]);
   if (e.type == ScalarType::F32 && e.fn != Intrinsic::Log1p)
     return b.CreateCall(ms.mathFunction(intrinsicName(e.fn), args.size()),
                         args);

@@ -565,26 +565,27 @@ template <typename V> GRADC_ALWAYS_INLINE void transpose8x8(V (&v)[8]) {
     v[r] = t[r];
 }
 
-/// Rows [i, i + 8 RV) and columns [0, N) of c (row stride ldc) +=
-/// op(a) bp, where bp holds op(b) in Acc, [k, ldb]: the rows are the
-/// lanes of RV vectors per column, RV N accumulator vectors in
-/// registers. Each p adds column p of a (8 contiguous elements of a
-/// transposed a; of an untransposed a, a column of an 8 x 8 block
+/// Rows [i, i + 8 RV) and columns [0, cols) of c (row stride ldc) +=
+/// op(a) bp, where bp holds op(b) in Acc, [k, ldb], and N >= cols
+/// columns of it are computed (the ones past cols are bp's padding, and
+/// are not stored): the rows are the lanes of RV vectors per column, RV N
+/// accumulator vectors in registers. Each p adds column p of a (8 contiguous
+/// elements of a transposed a; of an untransposed a, a column of an 8 x 8 block
 /// transposed in registers, one p at a time for the last k % 8) times
 /// b[p, q] to column q's accumulators: every element adds its terms one
 /// by one in increasing p, from its value in c (from +0 with fromZero), as
 /// narrowScalar does.
 template <int N, int RV, bool TA, typename T, typename Acc>
-GRADC_ALWAYS_INLINE void narrowRows(const T *GRADC_RESTRICT a,
-                                    const Acc *GRADC_RESTRICT bp, int64_t ldb,
-                                    T *GRADC_RESTRICT c, int64_t ldc, int64_t m,
-                                    int64_t k, int64_t i, bool fromZero) {
+GRADC_ALWAYS_INLINE void
+narrowRows(const T *GRADC_RESTRICT a, const Acc *GRADC_RESTRICT bp, int64_t ldb,
+           T *GRADC_RESTRICT c, int64_t ldc, int64_t m, int64_t k, int64_t i,
+           int cols, bool fromZero) {
   using V = Vec8<Acc>;
   using VT = Vec8<T>;
   V acc[RV][N] = {};
   if (!fromZero)
     for (int rv = 0; rv < RV; ++rv)
-      for (int q = 0; q < N; ++q) {
+      for (int q = 0; q < N && q < cols; ++q) {
         Acc lanes[8];
         for (int r = 0; r < 8; ++r)
           lanes[r] = static_cast<Acc>(c[(i + 8 * rv + r) * ldc + q]);
@@ -624,7 +625,7 @@ GRADC_ALWAYS_INLINE void narrowRows(const T *GRADC_RESTRICT a,
     }
   }
   for (int rv = 0; rv < RV; ++rv)
-    for (int q = 0; q < N; ++q) {
+    for (int q = 0; q < N && q < cols; ++q) {
       Acc lanes[8];
       std::memcpy(lanes, &acc[rv][q], sizeof(V));
       for (int r = 0; r < 8; ++r)
@@ -632,47 +633,48 @@ GRADC_ALWAYS_INLINE void narrowRows(const T *GRADC_RESTRICT a,
     }
 }
 
-/// The rows [0, m - m % 8) of columns [0, N) of narrowVector's product:
-/// blocks of as many vectors of 8 rows as make up to 8 accumulator
-/// vectors (independent sums that hide an add's latency; the LLVM
-/// backend's narrowBlockRows), then single vectors.
+/// The columns a narrow product computes for `cols` of its own: 1, 2, 4
+/// or 8, so that there are four instances of narrowColumns per operand
+/// layout and not eight (each one added 0.1 s to GCC's -O3 of a module
+/// that multiplies matrices; the spiral's took 1.5 s before this kernel).
+constexpr int narrowWidth(int64_t cols) {
+  return cols <= 1 ? 1 : cols <= 2 ? 2 : cols <= 4 ? 4 : 8;
+}
+
+/// The rows [0, m - m % 8) of columns [0, cols) of matmulNarrow's
+/// product, N = narrowWidth(cols) of them computed: blocks of as many
+/// vectors of 8 rows as make up to 8 accumulator vectors (independent
+/// sums that hide an add's latency; the LLVM backend's narrowBlockRows),
+/// then single vectors.
 template <int N, bool TA, typename T, typename Acc>
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline))
 #endif
 void narrowColumns(const T *GRADC_RESTRICT a, const Acc *GRADC_RESTRICT bp,
                    int64_t ldb, T *GRADC_RESTRICT c, int64_t ldc, int64_t m,
-                   int64_t k, bool fromZero) {
-  constexpr int RV = N == 1 ? 8 : N == 2 ? 4 : N <= 4 ? 2 : 1;
+                   int64_t k, int cols, bool fromZero) {
+  constexpr int RV = N == 1 ? 8 : N == 2 ? 4 : N == 4 ? 2 : 1;
   int64_t i = 0;
   for (; i + 8 * RV <= m; i += 8 * RV)
-    narrowRows<N, RV, TA>(a, bp, ldb, c, ldc, m, k, i, fromZero);
+    narrowRows<N, RV, TA>(a, bp, ldb, c, ldc, m, k, i, cols, fromZero);
   for (; i + 8 <= m; i += 8)
-    narrowRows<N, 1, TA>(a, bp, ldb, c, ldc, m, k, i, fromZero);
+    narrowRows<N, 1, TA>(a, bp, ldb, c, ldc, m, k, i, cols, fromZero);
 }
 
 template <bool TA, typename T, typename Acc>
-void narrowColumnsOf(int64_t n, const T *GRADC_RESTRICT a,
+void narrowColumnsOf(int cols, const T *GRADC_RESTRICT a,
                      const Acc *GRADC_RESTRICT bp, int64_t ldb,
                      T *GRADC_RESTRICT c, int64_t ldc, int64_t m, int64_t k,
                      bool fromZero) {
-  switch (n) {
+  switch (narrowWidth(cols)) {
   case 1:
-    return narrowColumns<1, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
+    return narrowColumns<1, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
   case 2:
-    return narrowColumns<2, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
-  case 3:
-    return narrowColumns<3, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
+    return narrowColumns<2, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
   case 4:
-    return narrowColumns<4, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
-  case 5:
-    return narrowColumns<5, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
-  case 6:
-    return narrowColumns<6, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
-  case 7:
-    return narrowColumns<7, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
+    return narrowColumns<4, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
   default:
-    return narrowColumns<8, TA>(a, bp, ldb, c, ldc, m, k, fromZero);
+    return narrowColumns<8, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
   }
 }
 #endif
@@ -682,8 +684,10 @@ void narrowColumnsOf(int64_t n, const T *GRADC_RESTRICT a,
 /// outputs), where the blocks of 16 columns below would leave every
 /// element to panelRows' scalar loop. With vector extensions the rows are
 /// the vector lanes (narrowRows), as in the LLVM backend's narrow kernel:
-/// op(b) is copied into Acc, [k, n], and the columns are taken at most 8
-/// at a time; the last m % 8 rows, and every row without vector
+/// op(b) is copied into Acc, [k, ldb], and the columns are taken 8 at a
+/// time, then the rest, each group padded with columns of zeros to 1, 2,
+/// 4 or 8 (narrowWidth) that are computed and not stored; the last m % 8
+/// rows, and every row without vector
 /// extensions or of integers, one element at a time. Each element starts
 /// from its value in c (from +0 with fromZero) and adds its terms one by
 /// one in increasing p, in Acc: the same bits as panelRows.
@@ -696,32 +700,30 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
   if constexpr (std::is_floating_point_v<Acc>) {
     constexpr int64_t stackElements = 4096;
     if (m >= 8) {
+      // The padded columns: n <= 8 rounded up, or 8 and the rest rounded.
+      const int64_t ldb = n <= 8 ? narrowWidth(n) : 8 + narrowWidth(n - 8);
       Acc stackBuf[stackElements];
       Acc *heapBuf = nullptr;
       Acc *GRADC_RESTRICT bp = stackBuf;
-      if (k * n > stackElements) {
-        heapBuf = static_cast<Acc *>(std::malloc(sizeof(Acc) * k * n));
+      if (k * ldb > stackElements) {
+        heapBuf = static_cast<Acc *>(std::malloc(sizeof(Acc) * k * ldb));
         if (!heapBuf)
           std::abort();
         bp = heapBuf;
       }
-      // One loop for an untransposed b (one memcpy when T is Acc; per row,
-      // GCC made it a call of memcpy for every n elements).
-      if (tb) {
-        for (int64_t p = 0; p < k; ++p)
-          for (int64_t q = 0; q < n; ++q)
-            bp[p * n + q] = static_cast<Acc>(b[q * k + p]);
-      } else {
-        for (int64_t e = 0; e < k * n; ++e)
-          bp[e] = static_cast<Acc>(b[e]);
-      }
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t q = 0; q < ldb; ++q)
+          bp[p * ldb + q] =
+              q >= n ? Acc(0)
+                     : static_cast<Acc>(tb ? b[q * k + p] : b[p * n + q]);
       for (int64_t q0 = 0; q0 < n; q0 += 8) {
+        int cols = static_cast<int>(std::min<int64_t>(8, n - q0));
         if (ta)
-          narrowColumnsOf<true>(std::min<int64_t>(8, n - q0), a, bp + q0, n,
-                                c + q0, n, m, k, fromZero);
+          narrowColumnsOf<true>(cols, a, bp + q0, ldb, c + q0, n, m, k,
+                                fromZero);
         else
-          narrowColumnsOf<false>(std::min<int64_t>(8, n - q0), a, bp + q0, n,
-                                 c + q0, n, m, k, fromZero);
+          narrowColumnsOf<false>(cols, a, bp + q0, ldb, c + q0, n, m, k,
+                                 fromZero);
       }
       std::free(heapBuf);
       i = m - m % 8;

@@ -405,7 +405,11 @@ template <> struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
-#if defined(__has_builtin)
+// The kernels below use GCC's and Clang's vector extensions where the
+// compiler has them (GCC 12 and later, Clang), and plain loops elsewhere
+// or with -DGRADC_NO_VECTOR_EXTENSIONS (test/Runtime/cpp-kernels.test
+// runs both): the same bits either way.
+#if defined(__has_builtin) && !defined(GRADC_NO_VECTOR_EXTENSIONS)
 #if __has_builtin(__builtin_shufflevector) &&                                  \
     __has_builtin(__builtin_convertvector)
 #define GRADC_VECTOR_EXTENSIONS 1
@@ -726,7 +730,9 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
   int64_t i = 0;
 #ifdef GRADC_VECTOR_EXTENSIONS
   if constexpr (std::is_floating_point_v<Acc>) {
-    constexpr int64_t stackElements = 4096;
+    // b on the stack up to 8 KiB for f64 (the spiral's 200 x 2 and
+    // 64 x 2), else on the heap.
+    constexpr int64_t stackElements = 1024;
     if (m >= 8) {
       // The padded columns: n <= 8 rounded up, or 8 and the rest rounded.
       const int64_t ldb = n <= 8 ? narrowWidth(n) : 8 + narrowWidth(n - 8);

@@ -37,6 +37,10 @@
 #include <cblas.h>
 #endif
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#include <immintrin.h> // _mm512_maskz_cvtps_pd (detail::convert8)
+#endif
+
 // Generated code marks pointers that never alias (the ABI forbids outputs
 // to overlap inputs), which lets compilers vectorise without run-time
 // overlap checks.
@@ -401,13 +405,127 @@ template <> struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
+// The kernels below use GCC's and Clang's vector extensions where the
+// compiler has them (GCC 12 and later, Clang), and plain loops elsewhere
+// or with -DGRADC_NO_VECTOR_EXTENSIONS (test/Runtime/cpp-kernels.test
+// runs both): the same bits either way.
+#if defined(__has_builtin) && !defined(GRADC_NO_VECTOR_EXTENSIONS)
+#if __has_builtin(__builtin_shufflevector) &&                                  \
+    __has_builtin(__builtin_convertvector)
+#define GRADC_VECTOR_EXTENSIONS 1
+#endif
+#endif
+
+#ifdef GRADC_VECTOR_EXTENSIONS
+/// Eight elements of E, one vector of GCC's and Clang's vector extensions
+/// (of registers of AVX-512 or AVX2, or split by the compiler where the
+/// target has narrower ones).
+template <typename E> struct Lanes8 {
+  typedef E type __attribute__((vector_size(8 * sizeof(E))));
+};
+template <typename E> using Vec8 = typename Lanes8<E>::type;
+
+/// v = t converted element by element (exactly: f32 to f64, or not at
+/// all). Vectors are passed by reference: by value, GCC warns that their
+/// ABI depends on the target's vector registers (-Wpsabi).
+template <typename V, typename VT>
+GRADC_ALWAYS_INLINE void convert8(V &v, const VT &t) {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+  using T = std::remove_cv_t<std::remove_reference_t<decltype(t[0])>>;
+  // One vcvtps2pd of all 8: GCC 12 converts the two halves and joins
+  // them, four instructions that were most of the narrow kernel's time in
+  // the default order (the spiral's 200 x 64 x 2 went from 3.5 to 2.7 us,
+  // its 200 x 2 x 64 in the short-K kernel from 4.6 to 3.2 us).
+  if constexpr (std::is_same_v<T, float> && sizeof(V) == 64) {
+    __m256 f;
+    std::memcpy(&f, &t, sizeof(f));
+    // (The maskz form: _mm512_cvtps_pd starts from _mm512_undefined_pd,
+    // which GCC 12 reports as maybe uninitialized.)
+    __m512d d = _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), f);
+    std::memcpy(&v, &d, sizeof(v));
+    return;
+  }
+#endif
+  v = __builtin_convertvector(t, V);
+}
+
+/// v = the 8 elements at p, converted as convert8 converts them.
+template <typename V, typename T>
+GRADC_ALWAYS_INLINE void load8(V &v, const T *GRADC_RESTRICT p) {
+  Vec8<T> t;
+  std::memcpy(&t, p, sizeof(t));
+  convert8(v, t);
+}
+
+/// Stores v at p, each element rounded to T as static_cast rounds it.
+template <typename T, typename V>
+GRADC_ALWAYS_INLINE void store8(T *GRADC_RESTRICT p, const V &v) {
+  Vec8<T> t = __builtin_convertvector(v, Vec8<T>);
+  std::memcpy(p, &t, sizeof(t));
+}
+#endif
+
+/// A row of 16 accumulators of Acc that stay in registers: two vectors
+/// with vector extensions, else an array whose constant-trip loops
+/// compilers unroll (GCC vectorised them in part, with the rest scalar,
+/// and spilled them to the stack between the adds). Each element adds its
+/// terms one at a time, as a scalar accumulator would.
+template <typename Acc> struct Accumulators16 {
+#ifdef GRADC_VECTOR_EXTENSIONS
+  using V = Vec8<Acc>;
+  V lo = {}, hi = {};
+  template <typename T> GRADC_ALWAYS_INLINE void load(const T *p) {
+    load8(lo, p);
+    load8(hi, p + 8);
+  }
+  /// += s * p[q], the product and the sum in Acc.
+  template <typename T> GRADC_ALWAYS_INLINE void addScaled(Acc s, const T *p) {
+    V x, y;
+    load8(x, p);
+    load8(y, p + 8);
+    lo += s * x;
+    hi += s * y;
+  }
+  template <typename T> GRADC_ALWAYS_INLINE void store(T *p) const {
+    store8(p, lo);
+    store8(p + 8, hi);
+  }
+  /// p[q] = p[q] + this[q], the sum in Acc.
+  template <typename T> GRADC_ALWAYS_INLINE void addTo(T *p) const {
+    V x, y;
+    load8(x, p);
+    load8(y, p + 8);
+    store8(p, V(x + lo));
+    store8(p + 8, V(y + hi));
+  }
+#else
+  Acc v[16] = {};
+  template <typename T> GRADC_ALWAYS_INLINE void load(const T *p) {
+    for (int q = 0; q < 16; ++q)
+      v[q] = static_cast<Acc>(p[q]);
+  }
+  template <typename T> GRADC_ALWAYS_INLINE void addScaled(Acc s, const T *p) {
+    for (int q = 0; q < 16; ++q)
+      v[q] += s * static_cast<Acc>(p[q]);
+  }
+  template <typename T> GRADC_ALWAYS_INLINE void store(T *p) const {
+    for (int q = 0; q < 16; ++q)
+      p[q] = static_cast<T>(v[q]);
+  }
+  template <typename T> GRADC_ALWAYS_INLINE void addTo(T *p) const {
+    for (int q = 0; q < 16; ++q)
+      p[q] = static_cast<T>(static_cast<Acc>(p[q]) + v[q]);
+  }
+#endif
+};
+
 /// c[i, j0 + j] += sum_p op(a)[i, p0 + p] panel[p, j] for rows [i0, i1)
 /// and columns [j, jEnd) of a panel: the simple loop for the edges, with
 /// a row of at most 64 accumulators, each adding its terms in increasing
 /// p, so that the inner loop over j vectorises.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename P>
 void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
-               const Acc *GRADC_RESTRICT panel, T *GRADC_RESTRICT c, int64_t m,
+               const P *GRADC_RESTRICT panel, T *GRADC_RESTRICT c, int64_t m,
                int64_t n, int64_t k, int64_t i0, int64_t i1, int64_t j0,
                int64_t jBegin, int64_t jEnd, int64_t p0, int64_t kb,
                int64_t nb) {
@@ -422,9 +540,9 @@ void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
       for (int64_t p = 0; p < kb; ++p) {
         Acc aip =
             static_cast<Acc>(ta ? a[(p0 + p) * m + i] : a[i * k + p0 + p]);
-        const Acc *GRADC_RESTRICT bp = panel + p * nb + jc;
+        const P *GRADC_RESTRICT bp = panel + p * nb + jc;
         for (int64_t j = 0; j < width; ++j)
-          acc[j] += aip * bp[j];
+          acc[j] += aip * static_cast<Acc>(bp[j]);
       }
       for (int64_t j = 0; j < width; ++j)
         ci[jc + j] = static_cast<T>(acc[j]);
@@ -432,54 +550,221 @@ void panelRows(const T *GRADC_RESTRICT a, Transpose ta,
   }
 }
 
-/// c[m, n] += op(a)[m, k] op(b)[k, n] for fewer than 16 columns (the
-/// logits of a classifier, a weight's gradient of a layer with two
-/// outputs), where the blocks of 16 columns below would leave every
-/// element to panelRows' scalar loop. Here the rows are the vector lanes:
-/// 16 rows of a at a time are copied transposed (kBlock at a time) into
-/// `pa`, and acc[q][r] += pa[p][r] * b[p, q] vectorises over r. Each
-/// element still starts from its value in c and adds its terms one by one
-/// in increasing p, in Acc, as panelRows does: the same bits.
-template <typename T, typename Acc = typename Accumulator<T>::type>
-void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
+/// c[m, n] += op(a)[m, k] op(b)[k, n] for fewer than 16 columns, one
+/// element at a time, for the rows [i0, m): the rows narrowRows leaves
+/// (fewer than 8), and every narrow product of a compiler without vector
+/// extensions or of integers. With fromZero, every element starts from +0
+/// instead of its value in c (which is not read: matmul's zeroing).
+template <typename T, typename Acc>
+void narrowScalar(const T *GRADC_RESTRICT a, Transpose ta,
                   const T *GRADC_RESTRICT b, Transpose tb, T *GRADC_RESTRICT c,
-                  int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kBlock = 64, rows = 16, maxCols = 16;
-  Acc pa[kBlock * rows];
-  int64_t i = 0;
-  for (; i + rows <= m; i += rows) {
-    Acc acc[maxCols][rows];
-    for (int64_t q = 0; q < n; ++q)
-      for (int64_t r = 0; r < rows; ++r)
-        acc[q][r] = static_cast<Acc>(c[(i + r) * n + q]);
-    for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
-      int64_t kb = std::min(kBlock, k - p0);
-      for (int64_t p = 0; p < kb; ++p)
-        for (int64_t r = 0; r < rows; ++r)
-          pa[p * rows + r] = static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
-                                                 : a[(i + r) * k + p0 + p]);
-      for (int64_t p = 0; p < kb; ++p) {
-        const Acc *GRADC_RESTRICT ap = pa + p * rows;
-        for (int64_t q = 0; q < n; ++q) {
-          Acc bq =
-              static_cast<Acc>(tb ? b[q * k + p0 + p] : b[(p0 + p) * n + q]);
-          for (int64_t r = 0; r < rows; ++r)
-            acc[q][r] += ap[r] * bq;
-        }
-      }
-    }
-    for (int64_t q = 0; q < n; ++q)
-      for (int64_t r = 0; r < rows; ++r)
-        c[(i + r) * n + q] = static_cast<T>(acc[q][r]);
-  }
-  for (; i < m; ++i)
+                  int64_t m, int64_t n, int64_t k, int64_t i0, bool fromZero) {
+  for (int64_t i = i0; i < m; ++i)
     for (int64_t q = 0; q < n; ++q) {
-      Acc sum = static_cast<Acc>(c[i * n + q]);
+      Acc sum = fromZero ? Acc(0) : static_cast<Acc>(c[i * n + q]);
       for (int64_t p = 0; p < k; ++p)
         sum += static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]) *
                static_cast<Acc>(tb ? b[q * k + p] : b[p * n + q]);
       c[i * n + q] = static_cast<T>(sum);
     }
+}
+
+#ifdef GRADC_VECTOR_EXTENSIONS
+/// Transposes the 8 x 8 block `v` (v[r][c] becomes v[c][r]) in registers:
+/// three rounds of eight two-input shuffles, each swapping bit s of the
+/// row index with bit s of the column index (the LLVM backend's
+/// narrowKernel does the same).
+template <typename V> GRADC_ALWAYS_INLINE void transpose8x8(V (&v)[8]) {
+  V t[8];
+  for (int r = 0; r < 8; r += 2) {
+    t[r] = __builtin_shufflevector(v[r], v[r + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+    t[r + 1] =
+        __builtin_shufflevector(v[r], v[r + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+  for (int r : {0, 1, 4, 5}) {
+    v[r] = __builtin_shufflevector(t[r], t[r + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    v[r + 2] =
+        __builtin_shufflevector(t[r], t[r + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int r = 0; r < 4; ++r) {
+    t[r] = __builtin_shufflevector(v[r], v[r + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    t[r + 4] =
+        __builtin_shufflevector(v[r], v[r + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+  for (int r = 0; r < 8; ++r)
+    v[r] = t[r];
+}
+
+/// Rows [i, i + 8 RV) and columns [0, cols) of c (row stride ldc) +=
+/// op(a) bp, where bp holds op(b) in Acc, [k, ldb], and N >= cols
+/// columns of it are computed (the ones past cols are bp's padding, and
+/// are not stored): the rows are the lanes of RV vectors per column, RV N
+/// accumulator vectors in registers. Each p adds column p of a (8 contiguous
+/// elements of a transposed a; of an untransposed a, a column of an 8 x 8 block
+/// transposed in registers, one p at a time for the last k % 8) times
+/// b[p, q] to column q's accumulators: every element adds its terms one
+/// by one in increasing p, from its value in c (from +0 with fromZero), as
+/// narrowScalar does.
+template <int N, int RV, bool TA, typename T, typename Acc>
+GRADC_ALWAYS_INLINE void
+narrowRows(const T *GRADC_RESTRICT a, const Acc *GRADC_RESTRICT bp, int64_t ldb,
+           T *GRADC_RESTRICT c, int64_t ldc, int64_t m, int64_t k, int64_t i,
+           int cols, bool fromZero) {
+  using V = Vec8<Acc>;
+  using VT = Vec8<T>;
+  V acc[RV][N] = {};
+  if (!fromZero)
+    for (int rv = 0; rv < RV; ++rv)
+      for (int q = 0; q < N && q < cols; ++q) {
+        Acc lanes[8];
+        for (int r = 0; r < 8; ++r)
+          lanes[r] = static_cast<Acc>(c[(i + 8 * rv + r) * ldc + q]);
+        std::memcpy(&acc[rv][q], lanes, sizeof(V));
+      }
+  int64_t p = 0;
+  if (!TA) {
+    for (; p + 8 <= k; p += 8)
+      for (int rv = 0; rv < RV; ++rv) {
+        VT block[8];
+        for (int r = 0; r < 8; ++r)
+          std::memcpy(&block[r], a + (i + 8 * rv + r) * k + p, sizeof(VT));
+        transpose8x8(block);
+        for (int pp = 0; pp < 8; ++pp) {
+          V column;
+          convert8(column, block[pp]);
+          const Acc *GRADC_RESTRICT bq = bp + (p + pp) * ldb;
+          for (int q = 0; q < N; ++q)
+            acc[rv][q] += column * bq[q];
+        }
+      }
+  }
+  for (; p < k; ++p) {
+    const Acc *GRADC_RESTRICT bq = bp + p * ldb;
+    for (int rv = 0; rv < RV; ++rv) {
+      VT lanes;
+      if (TA) {
+        std::memcpy(&lanes, a + p * m + i + 8 * rv, sizeof(VT));
+      } else {
+        T gathered[8];
+        for (int r = 0; r < 8; ++r)
+          gathered[r] = a[(i + 8 * rv + r) * k + p];
+        std::memcpy(&lanes, gathered, sizeof(VT));
+      }
+      V column;
+      convert8(column, lanes);
+      for (int q = 0; q < N; ++q)
+        acc[rv][q] += column * bq[q];
+    }
+  }
+  for (int rv = 0; rv < RV; ++rv)
+    for (int q = 0; q < N && q < cols; ++q) {
+      Acc lanes[8];
+      std::memcpy(lanes, &acc[rv][q], sizeof(V));
+      for (int r = 0; r < 8; ++r)
+        c[(i + 8 * rv + r) * ldc + q] = static_cast<T>(lanes[r]);
+    }
+}
+
+/// The columns a narrow product computes for `cols` of its own: 1, 2, 4
+/// or 8, so that there are four instances of narrowColumns per operand
+/// layout and not eight (each one added 0.1 s to GCC's -O3 of a module
+/// that multiplies matrices; the spiral's took 1.5 s before this kernel).
+constexpr int narrowWidth(int64_t cols) {
+  return cols <= 1 ? 1 : cols <= 2 ? 2 : cols <= 4 ? 4 : 8;
+}
+
+/// The rows [0, m - m % 8) of columns [0, cols) of matmulNarrow's
+/// product, N = narrowWidth(cols) of them computed: blocks of as many
+/// vectors of 8 rows as make up to 8 accumulator vectors (independent
+/// sums that hide an add's latency; the LLVM backend's narrowBlockRows),
+/// then single vectors.
+template <int N, bool TA, typename T, typename Acc>
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+void narrowColumns(const T *GRADC_RESTRICT a, const Acc *GRADC_RESTRICT bp,
+                   int64_t ldb, T *GRADC_RESTRICT c, int64_t ldc, int64_t m,
+                   int64_t k, int cols, bool fromZero) {
+  constexpr int RV = N == 1 ? 8 : N == 2 ? 4 : N == 4 ? 2 : 1;
+  int64_t i = 0;
+  for (; i + 8 * RV <= m; i += 8 * RV)
+    narrowRows<N, RV, TA>(a, bp, ldb, c, ldc, m, k, i, cols, fromZero);
+  for (; i + 8 <= m; i += 8)
+    narrowRows<N, 1, TA>(a, bp, ldb, c, ldc, m, k, i, cols, fromZero);
+}
+
+template <bool TA, typename T, typename Acc>
+void narrowColumnsOf(int cols, const T *GRADC_RESTRICT a,
+                     const Acc *GRADC_RESTRICT bp, int64_t ldb,
+                     T *GRADC_RESTRICT c, int64_t ldc, int64_t m, int64_t k,
+                     bool fromZero) {
+  switch (narrowWidth(cols)) {
+  case 1:
+    return narrowColumns<1, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
+  case 2:
+    return narrowColumns<2, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
+  case 4:
+    return narrowColumns<4, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
+  default:
+    return narrowColumns<8, TA>(a, bp, ldb, c, ldc, m, k, cols, fromZero);
+  }
+}
+#endif
+
+/// c[m, n] += op(a)[m, k] op(b)[k, n] for fewer than 16 columns (the
+/// logits of a classifier, a weight's gradient of a layer with two
+/// outputs), where the blocks of 16 columns below would leave every
+/// element to panelRows' scalar loop. With vector extensions the rows are
+/// the vector lanes (narrowRows), as in the LLVM backend's narrow kernel:
+/// op(b) is copied into Acc, [k, ldb], and the columns are taken 8 at a
+/// time, then the rest, each group padded with columns of zeros to 1, 2,
+/// 4 or 8 (narrowWidth) that are computed and not stored; the last m % 8
+/// rows, and every row without vector
+/// extensions or of integers, one element at a time. Each element starts
+/// from its value in c (from +0 with fromZero) and adds its terms one by
+/// one in increasing p, in Acc: the same bits as panelRows.
+template <typename T, typename Acc = typename Accumulator<T>::type>
+void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
+                  const T *GRADC_RESTRICT b, Transpose tb, T *GRADC_RESTRICT c,
+                  int64_t m, int64_t n, int64_t k, bool fromZero) {
+  int64_t i = 0;
+#ifdef GRADC_VECTOR_EXTENSIONS
+  if constexpr (std::is_floating_point_v<Acc>) {
+    // b on the stack up to 8 KiB for f64 (the spiral's 200 x 2 and
+    // 64 x 2), else on the heap.
+    constexpr int64_t stackElements = 1024;
+    if (m >= 8) {
+      // The padded columns: n <= 8 rounded up, or 8 and the rest rounded.
+      const int64_t ldb = n <= 8 ? narrowWidth(n) : 8 + narrowWidth(n - 8);
+      Acc stackBuf[stackElements];
+      Acc *heapBuf = nullptr;
+      Acc *GRADC_RESTRICT bp = stackBuf;
+      if (k * ldb > stackElements) {
+        heapBuf = static_cast<Acc *>(std::malloc(sizeof(Acc) * k * ldb));
+        if (!heapBuf)
+          std::abort();
+        bp = heapBuf;
+      }
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t q = 0; q < ldb; ++q)
+          bp[p * ldb + q] =
+              q >= n ? Acc(0)
+                     : static_cast<Acc>(tb ? b[q * k + p] : b[p * n + q]);
+      for (int64_t q0 = 0; q0 < n; q0 += 8) {
+        int cols = static_cast<int>(std::min<int64_t>(8, n - q0));
+        if (ta)
+          narrowColumnsOf<true>(cols, a, bp + q0, ldb, c + q0, n, m, k,
+                                fromZero);
+        else
+          narrowColumnsOf<false>(cols, a, bp + q0, ldb, c + q0, n, m, k,
+                                 fromZero);
+      }
+      std::free(heapBuf);
+      i = m - m % 8;
+    }
+  }
+#endif
+  narrowScalar<T, Acc>(a, ta, b, tb, c, m, n, k, i, fromZero);
 }
 
 /// c[m, n] += op(a)[m, k] op(b)[k, n] for a short k (at most
@@ -491,8 +776,11 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
 /// elements were gathered one by one). The register blocks below spend
 /// more on their setup than on k products, and GCC's clone of them for
 /// untransposed operands (ipa-cp) is slower still: 200 x 64 x 2 took
-/// 12.3 us there (27.8 us with f64 sums), 4.0 us (6.6 us) here. Not
-/// inlined, so that the blocked kernel stays the size it was.
+/// 12.3 us there (27.8 us with f64 sums), 4.0 us (6.6 us) here, and 1.5
+/// us (3.2 us) since its sums are kept 16 at a time in vectors and c is
+/// not zeroed first. Not inlined, so that the blocked kernel stays the
+/// size it was. With fromZero the elements start from +0 and c is only
+/// written.
 constexpr int64_t shortKMax = 8;
 template <typename T, typename Acc>
 #if defined(__GNUC__) || defined(__clang__)
@@ -500,9 +788,8 @@ __attribute__((noinline))
 #endif
 void matmulShortK(const T *GRADC_RESTRICT a, Transpose ta,
                   const T *GRADC_RESTRICT b, Transpose tb, T *GRADC_RESTRICT c,
-                  int64_t m, int64_t n, int64_t k) {
+                  int64_t m, int64_t n, int64_t k, bool fromZero) {
   constexpr int64_t chunk = 256;
-  Acc acc[chunk];
   T rowsOfB[shortKMax * chunk];
   for (int64_t j0 = 0; j0 < n; j0 += chunk) {
     int64_t width = std::min(chunk, n - j0);
@@ -518,78 +805,83 @@ void matmulShortK(const T *GRADC_RESTRICT a, Transpose ta,
     }
     for (int64_t i = 0; i < m; ++i) {
       T *GRADC_RESTRICT ci = c + i * n + j0;
-      for (int64_t j = 0; j < width; ++j)
-        acc[j] = static_cast<Acc>(ci[j]);
-      for (int64_t p = 0; p < k; ++p) {
-        Acc aip = static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]);
-        const T *GRADC_RESTRICT bp = bRows + p * ldb;
-        for (int64_t j = 0; j < width; ++j)
-          acc[j] += aip * static_cast<Acc>(bp[j]);
+      // Blocks of 16 accumulators in registers (a row of them went
+      // through memory: for f32 sums GCC made its loads and stores memcpy
+      // calls, two per row), then the last width % 16.
+      int64_t j = 0;
+      for (; j + 16 <= width; j += 16) {
+        Accumulators16<Acc> block;
+        if (!fromZero)
+          block.load(ci + j);
+        for (int64_t p = 0; p < k; ++p)
+          block.addScaled(static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]),
+                          bRows + p * ldb + j);
+        block.store(ci + j);
       }
-      for (int64_t j = 0; j < width; ++j)
-        ci[j] = static_cast<T>(acc[j]);
+      for (; j < width; ++j) {
+        Acc sum = fromZero ? Acc(0) : static_cast<Acc>(ci[j]);
+        for (int64_t p = 0; p < k; ++p)
+          sum += static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]) *
+                 static_cast<Acc>(bRows[p * ldb + j]);
+        ci[j] = static_cast<T>(sum);
+      }
     }
   }
 }
 
 /// c[i..i+Rows, j0+j..j0+j+16] += op(a)[rows, p0..p0+kb] panel[.., j..j+16]:
 /// a block of Rows x 16 elements of c that accumulate in registers over
-/// the panel (constant trip counts, so compilers unroll and vectorise the
-/// inner loops), each from +0 with its terms in increasing p, and are
-/// added to c at the end (c is +0 there: the kernels overwrite).
-template <int64_t Rows, typename T, typename Acc>
+/// the panel (of Acc, or of T as stored), each from +0 with its terms in
+/// increasing p, and are added to c at the end (c is +0 there: the
+/// kernels overwrite).
+template <int64_t Rows, typename T, typename Acc, typename P>
 GRADC_ALWAYS_INLINE void panelBlock(const T *GRADC_RESTRICT a, Transpose ta,
-                                    const Acc *GRADC_RESTRICT panel,
-                                    int64_t ldp, T *GRADC_RESTRICT c, int64_t m,
-                                    int64_t n, int64_t k, int64_t i, int64_t j0,
-                                    int64_t j, int64_t p0, int64_t kb) {
-  constexpr int64_t cols = 16;
-  Acc acc[Rows][cols] = {};
+                                    const P *GRADC_RESTRICT panel, int64_t ldp,
+                                    T *GRADC_RESTRICT c, int64_t m, int64_t n,
+                                    int64_t k, int64_t i, int64_t j0, int64_t j,
+                                    int64_t p0, int64_t kb) {
+  Accumulators16<Acc> acc[Rows];
   for (int64_t p = 0; p < kb; ++p) {
-    const Acc *bp = panel + p * ldp + j;
-    for (int64_t r = 0; r < Rows; ++r) {
-      Acc air = static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
-                                    : a[(i + r) * k + p0 + p]);
-      for (int64_t q = 0; q < cols; ++q)
-        acc[r][q] += air * bp[q];
-    }
+    const P *bp = panel + p * ldp + j;
+    for (int64_t r = 0; r < Rows; ++r)
+      acc[r].addScaled(static_cast<Acc>(ta ? a[(p0 + p) * m + i + r]
+                                           : a[(i + r) * k + p0 + p]),
+                       bp);
   }
-  for (int64_t r = 0; r < Rows; ++r) {
-    T *GRADC_RESTRICT cr = c + (i + r) * n + j0 + j;
-    for (int64_t q = 0; q < cols; ++q)
-      cr[q] = static_cast<T>(static_cast<Acc>(cr[q]) + acc[r][q]);
-  }
+  for (int64_t r = 0; r < Rows; ++r)
+    acc[r].addTo(c + (i + r) * n + j0 + j);
 }
 
 /// The rows [i, m) of a panel, fewer than 4: blocks of as many rows for
 /// the columns that fill blocks of 16 (a weight's gradient of a layer with
 /// two inputs, 2 x 64 x 200, was all scalar code in panelRows: 13 us of
 /// the spiral MLP's gradient), then panelRows for the columns left.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename P>
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline))
 #endif
 void panelLastRows(const T *GRADC_RESTRICT a, Transpose ta,
-                   const Acc *GRADC_RESTRICT panel, int64_t ldp,
+                   const P *GRADC_RESTRICT panel, int64_t ldp,
                    T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k,
                    int64_t i, int64_t j0, int64_t nbFull, int64_t nb,
                    int64_t p0, int64_t kb) {
   for (int64_t j = 0; j < nbFull; j += 16) {
     switch (m - i) {
     case 3:
-      panelBlock<3>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
+      panelBlock<3, T, Acc>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
       break;
     case 2:
-      panelBlock<2>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
+      panelBlock<2, T, Acc>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
       break;
     case 1:
-      panelBlock<1>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
+      panelBlock<1, T, Acc>(a, ta, panel, ldp, c, m, n, k, i, j0, j, p0, kb);
       break;
     default:
       break;
     }
   }
-  panelRows(a, ta, panel, c, m, n, k, i, m, j0, nbFull, nb, p0, kb, ldp);
+  panelRows<T, Acc>(a, ta, panel, c, m, n, k, i, m, j0, nbFull, nb, p0, kb,
+                    ldp);
 }
 
 /// The portable kernel, c[m, n] += op(a)[m, k] op(b)[k, n]. b is copied a
@@ -601,29 +893,36 @@ void panelLastRows(const T *GRADC_RESTRICT a, Transpose ta,
 /// order, and is rounded once (c of f32 cannot hold an f64 partial sum,
 /// and c + (a block's sum) would be another order), so the panel spans all
 /// of k (on the heap when it does not fit the stack); i32 sums wrap, in
-/// any order, so they keep blocks of 64.
+/// any order, so they keep blocks of 64. With fromZero c is taken as +0
+/// (matmul's zeroing): the narrow and short-k kernels then start their
+/// sums from +0 and only write c (a [200, 64] result was zeroed, read
+/// back and converted for nothing); the others zero it first.
 template <typename T, typename Acc = typename Accumulator<T>::type>
 void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
                     const T *GRADC_RESTRICT b, Transpose tb,
-                    T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
+                    T *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k,
+                    bool fromZero) {
   constexpr int64_t rows = 4, cols = 16, stackPanel = 64 * 128;
   constexpr bool whole = std::is_floating_point_v<Acc>;
   if (n < cols) {
-    matmulNarrow<T, Acc>(a, ta, b, tb, c, m, n, k);
+    matmulNarrow<T, Acc>(a, ta, b, tb, c, m, n, k, fromZero);
     return;
   }
   if (k <= shortKMax) {
-    matmulShortK<T, Acc>(a, ta, b, tb, c, m, n, k);
+    matmulShortK<T, Acc>(a, ta, b, tb, c, m, n, k, fromZero);
     return;
   }
-  if (m < rows && std::is_same_v<T, Acc> && !tb) {
+  if (fromZero)
+    std::fill(c, c + m * n, T(0));
+  if (m < rows && !tb) {
     // A few rows (a weight's gradient of a layer with two inputs): b's
     // rows are the panel as stored, and copying them would cost as much
-    // as the product. Blocks of all of k and 256 columns.
+    // as the product (into f64 for f32 data, 1.1 us of the spiral's
+    // 2 x 200 x 64). Blocks of all of k and 256 columns.
     for (int64_t j0 = 0; j0 < n; j0 += 256) {
       int64_t nb = std::min<int64_t>(256, n - j0);
-      panelLastRows(a, ta, reinterpret_cast<const Acc *>(b) + j0, n, c, m, n, k,
-                    0, j0, nb - nb % cols, nb, 0, k);
+      panelLastRows<T, Acc>(a, ta, b + j0, n, c, m, n, k, 0, j0, nb - nb % cols,
+                            nb, 0, k);
     }
     return;
   }
@@ -674,11 +973,12 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
               cr[q] = static_cast<T>(static_cast<Acc>(cr[q]) + acc[r][q]);
           }
         }
-        panelRows(a, ta, panel, c, m, n, k, i, i + rows, j0, nbFull, nb, p0, kb,
-                  nb);
+        panelRows<T, Acc>(a, ta, panel, c, m, n, k, i, i + rows, j0, nbFull, nb,
+                          p0, kb, nb);
       }
       if (i < m)
-        panelLastRows(a, ta, panel, nb, c, m, n, k, i, j0, nbFull, nb, p0, kb);
+        panelLastRows<T, Acc>(a, ta, panel, nb, c, m, n, k, i, j0, nbFull, nb,
+                              p0, kb);
     }
   }
   std::free(heapBuf);
@@ -721,16 +1021,15 @@ template <typename T>
 GRADC_ALWAYS_INLINE void matmul(const T *a, Transpose ta, const T *b,
                                 Transpose tb, T *c, int64_t m, int64_t n,
                                 int64_t k, bool accumulate = false) {
-  if (!accumulate)
-    std::fill(c, c + m * n, T(0));
-  if (m == 0 || n == 0 || k == 0)
-    return;
-  if (n == 1 && !ta) {
+  if (m == 0 || n == 0 || k == 0 || (n == 1 && !ta)) {
+    if (!accumulate)
+      std::fill(c, c + m * n, T(0));
     // A matrix-vector product; b is k contiguous elements either way.
-    detail::matvec(a, b, c, m, k);
+    if (m != 0 && n != 0 && k != 0)
+      detail::matvec(a, b, c, m, k);
     return;
   }
-  detail::matmulPortable(a, ta, b, tb, c, m, n, k);
+  detail::matmulPortable(a, ta, b, tb, c, m, n, k, !accumulate);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -887,9 +1186,10 @@ GRADC_ALWAYS_INLINE void matmul(const double *a, Transpose ta, const double *b,
 GRADC_ALWAYS_INLINE void matmulF32(const float *a, Transpose ta, const float *b,
                                    Transpose tb, float *c, int64_t m, int64_t n,
                                    int64_t k) {
-  std::fill(c, c + m * n, 0.0f);
-  if (m == 0 || n == 0 || k == 0)
+  if (m == 0 || n == 0 || k == 0) {
+    std::fill(c, c + m * n, 0.0f);
     return;
+  }
 #ifdef GRADC_USE_BLAS
   if (m * n * k >= blasMinWork) {
     numThreads(); // OpenBLAS's threads, once
@@ -902,10 +1202,11 @@ GRADC_ALWAYS_INLINE void matmulF32(const float *a, Transpose ta, const float *b,
   }
 #endif
   if (n == 1 && !ta) {
+    std::fill(c, c + m, 0.0f);
     detail::matvec<float, float>(a, b, c, m, k);
     return;
   }
-  detail::matmulPortable<float, float>(a, ta, b, tb, c, m, n, k);
+  detail::matmulPortable<float, float>(a, ta, b, tb, c, m, n, k, true);
 }
 
 //===----------------------------------------------------------------------===//

@@ -28,9 +28,11 @@ template <typename T> T value() {
 
 /// The kernels in one order: gradc::matmul (f64 sums of f32 products) or,
 /// with F32Order, gradc::matmulF32 (f32 sums, docs/IR.md "The second
-/// order").
+/// order"). With `accumulate` (gradc::matmul only), c starts with values
+/// that each element's sum starts from; without, c starts with garbage
+/// that the product overwrites.
 template <typename T, bool F32Order = false>
-bool checkMatmul(int64_t m, int64_t n, int64_t k) {
+bool checkMatmul(int64_t m, int64_t n, int64_t k, bool accumulate = false) {
   bool ok = true;
   for (int t = 0; t < 4; ++t) {
     gradc::Transpose ta = gradc::Transpose(t & 1), tb = gradc::Transpose(t >> 1);
@@ -39,13 +41,15 @@ bool checkMatmul(int64_t m, int64_t n, int64_t k) {
       v = value<T>();
     for (T &v : b)
       v = value<T>();
+    for (int64_t e = 0; e < m * n; ++e)
+      c[e] = value<T>();
     c[m * n] = want[m * n] = T(7); // a canary after the end
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         using Acc =
             std::conditional_t<F32Order, float,
                                typename gradc::detail::Accumulator<T>::type>;
-        Acc s = 0;
+        Acc s = accumulate ? static_cast<Acc>(c[i * n + j]) : Acc(0);
         for (int64_t p = 0; p < k; ++p)
           s += static_cast<Acc>(ta ? a[p * m + i] : a[i * k + p]) *
                static_cast<Acc>(tb ? b[j * k + p] : b[p * n + j]);
@@ -54,7 +58,8 @@ bool checkMatmul(int64_t m, int64_t n, int64_t k) {
     if constexpr (F32Order)
       gradc::matmulF32(a.data(), ta, b.data(), tb, c.data(), m, n, k);
     else
-      gradc::matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k);
+      gradc::matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k,
+                    accumulate);
     // Bit for bit: each element adds its terms in increasing p in one
     // accumulator (f64 for f32 data) and rounds once (docs/IR.md).
     for (int64_t i = 0; i <= m * n; ++i)
@@ -81,6 +86,27 @@ template <typename T, bool F32Order = false> bool checkAllSizes() {
   bool ok = true;
   for (const auto &s : sizes)
     ok &= checkMatmul<T, F32Order>(s[0], s[1], s[2]);
+  // The narrow kernel's paths: 1 to 15 columns (and the first two that are
+  // not narrow), taken 8 at a time; blocks of 64, 32, 16 and 8 rows and
+  // the rows after the last 8; k below, at and past the 8 x 8 transposes,
+  // with a tail.
+  for (int64_t n = 1; n <= 17; ++n)
+    for (int64_t m : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 130})
+      for (int64_t k : {1, 5, 8, 9, 17, 70}) {
+        ok &= checkMatmul<T, F32Order>(m, n, k);
+        // Sums that start from c's values (gradc::matmul's accumulate).
+        if (!F32Order && (m + n + k) % 3 == 0)
+          ok &= checkMatmul<T>(m, n, k, true);
+      }
+  // A short k (matmulShortK's blocks of 16 columns and their rest) and a
+  // few rows (panelLastRows on b as stored).
+  for (int64_t m : {1, 2, 3, 5})
+    for (int64_t n : {16, 17, 33, 64})
+      for (int64_t k : {1, 2, 8, 9, 40}) {
+        ok &= checkMatmul<T, F32Order>(m, n, k);
+        if (!F32Order)
+          ok &= checkMatmul<T>(m, n, k, true);
+      }
   return ok;
 }
 

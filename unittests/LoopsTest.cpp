@@ -107,6 +107,40 @@ TEST(LoopsVerifier, RejectsAnUnknownSizeAndMixedTypes) {
             "in function 'f': operands of '+' have types f32 and f64");
 }
 
+/// A call of f from g whose output has an offset: the per-step output of a
+/// loop (LowerControl.cpp) must have one offset per output, of type index.
+TEST(LoopsVerifier, RejectsOutputOffsetsThatDoNotFitTheOutputs) {
+  Copy c;
+  c.addLoop(sizeRef("N"), c.y, loopVar(0), load(c.x, loopVar(0)));
+  auto &g = *c.module.functions.emplace_back(std::make_unique<LoopFunction>());
+  g.name = "g";
+  g.sizeNames = {"N"};
+  Buffer *x =
+      g.addBuffer(Buffer::Kind::Param, DType::F32, {Dim::named("N")}, "x");
+  Buffer *z = g.addBuffer(Buffer::Kind::Output, DType::F32,
+                          {Dim::known(2), Dim::named("N")}, "z");
+  g.params.push_back(x);
+  g.outputs.push_back(z);
+  auto call = [&](ExprPtr offset) {
+    auto s = std::make_unique<Stmt>(Stmt::Kind::Call);
+    s->callee = "f";
+    s->inputs.push_back(x);
+    s->outputs.push_back(z);
+    if (offset)
+      s->operands.push_back(std::move(offset));
+    s->sizeArgs.emplace_back("N", sizeRef("N"));
+    return s;
+  };
+  g.body.push_back(call(nullptr));
+  g.body.push_back(call(sizeRef("N")));
+  EXPECT_EQ(c.verify(), "");
+  g.body.back()->operands.push_back(index(0));
+  EXPECT_EQ(c.verify(), "in function 'g': a call of 'f' has 2 output offsets "
+                        "for 1 outputs");
+  g.body.back() = call(constant(ScalarType::I32, 1));
+  EXPECT_NE(c.verify(), "");
+}
+
 TEST(LoopsEvaluator, ReportsAnOutOfBoundsAccess) {
   Copy c;
   // y[i] = x[i + 1] reads one past the end.

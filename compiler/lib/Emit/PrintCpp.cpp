@@ -1069,8 +1069,12 @@ void FunctionPrinter::call(const Stmt &s) {
   for (const Buffer *in : s.inputs)
     args.push_back(in->shape.empty() ? elementOf(in, *index(0))
                                      : pointerOf(in));
-  for (const Buffer *o : s.outputs)
-    args.push_back(pointerOf(o));
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    std::string p = pointerOf(s.outputs[i]);
+    if (!s.operands.empty() && !isIndexConst(*s.operands[i], 0))
+      p += " + " + paren(expr(*s.operands[i]), Additive + 1);
+    args.push_back(std::move(p));
+  }
   std::string c = symbol + "(" + llvm::join(args, ", ") + ")";
   if (!checked) {
     line(c + ";");

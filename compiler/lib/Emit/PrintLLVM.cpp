@@ -1956,8 +1956,13 @@ void FunctionPrinter::call(const Stmt &s) {
     args.push_back(in->shape.empty()
                        ? toMemory(in->dtype, loadElement(in, i64(0)))
                        : pointerOf(in));
-  for (const Buffer *o : s.outputs)
-    args.push_back(pointerOf(o));
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    const Buffer *o = s.outputs[i];
+    llvm::Value *p = pointerOf(o);
+    if (!s.operands.empty() && !isIndexConst(*s.operands[i], 0))
+      p = b.CreateInBoundsGEP(memoryType(o->dtype), p, expr(*s.operands[i]));
+    args.push_back(p);
+  }
   llvm::CallInst *c = b.CreateCall(target, args);
   if (!checked)
     return;

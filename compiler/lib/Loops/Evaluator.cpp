@@ -339,12 +339,16 @@ bool Evaluator::runCall(const Stmt &s) {
   for (size_t i = 0; i < outs.size(); ++i) {
     // Buffers are flat: a call may write a result into a view of another
     // shape (a returned reshape of the result is computed in the output
-    // itself, Lower.cpp), so only the number of elements must agree.
+    // itself, Lower.cpp), so only the number of elements must agree; a
+    // result with an offset fills that many elements from it (a step's
+    // place in a stacked buffer), each access checked.
     const Buffer *b = s.outputs[i];
-    if (int64_t(outs[i].data.size()) != numElements(shapeOf(b)))
+    int64_t offset = s.operands.empty() ? 0 : int64_t(eval(*s.operands[i]));
+    if (s.operands.empty() &&
+        int64_t(outs[i].data.size()) != numElements(shapeOf(b)))
       return fail("a result of '" + s.callee + "' has the wrong size");
     for (size_t j = 0; j < outs[i].data.size(); ++j) {
-      double *p = element(b, int64_t(j));
+      double *p = element(b, offset + int64_t(j));
       if (!p)
         return false;
       *p = roundTo(fromDType(b->dtype), outs[i].data[j]);

@@ -406,6 +406,63 @@ static bool lowerOp(Lowering &l, const ir::Op &op) {
   }
 }
 
+/// Stacks and concatenations along the first axis in place: a value that
+/// only such an op uses, once, and that an op computes (not a parameter, a
+/// constant or a view) is computed straight into its part of the op's
+/// result, a view of it at the part's offset, and the op copies only the
+/// other parts. The gradient of an LSTM cell stacks the rows of its weight
+/// gradients twice ([4, B] rows, then [2, 4, B]) in each call of the loop
+/// body: two scratch buffers and their copies per call. The ops are walked
+/// from the last, so that a stack of stacks is planned from the outside
+/// in: the inner stack's result is already a view of the outer one's.
+void Lowering::planPartsInPlace() {
+  llvm::DenseMap<const ir::Value *, unsigned> uses;
+  for (const auto &op : src.getOps())
+    for (const ir::Value *v : op->getOperands())
+      ++uses[v];
+  for (const ir::Value *r : src.getReturns())
+    ++uses[r];
+  const auto &ops = src.getOps();
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    const ir::Op &op = **it;
+    if (op.getKind() != OpKind::Stack && op.getKind() != OpKind::Concat)
+      continue;
+    const ir::Value *r = op.getResult();
+    std::vector<int64_t> axes = intListAttr(op, "axis");
+    if (!axes.empty() && axes[0] != 0 &&
+        axes[0] != -int64_t(r->getType().shape.size()))
+      continue;
+    auto computed = [&](const ir::Value *v) {
+      if (v->isParam() || uses.lookup(v) != 1 || outputFor.count(v))
+        return false;
+      OpKind k = v->getDefiningOp()->getKind();
+      return k != OpKind::Constant && k != OpKind::Reshape &&
+             k != OpKind::Take && k != OpKind::Slice;
+    };
+    if (llvm::none_of(op.getOperands(), computed))
+      continue;
+    Buffer *whole = outputFor.lookup(r);
+    if (!whole) {
+      whole = fn.addBuffer(Buffer::Kind::Scratch, r->getType().dtype,
+                           r->getType().shape, plainName(names, r));
+      outputFor[r] = whole;
+    }
+    ExprPtr offset = index(0);
+    for (const ir::Value *v : op.getOperands()) {
+      const Shape &part = v->getType().shape;
+      if (computed(v)) {
+        Buffer *view = fn.addBuffer(Buffer::Kind::Alias, v->getType().dtype,
+                                    part, plainName(names, v));
+        view->base = whole;
+        view->offset = offset->clone();
+        outputFor[v] = view;
+        partViews[v] = view;
+      }
+      offset = prim(PrimOp::Add, std::move(offset), extentOf(part));
+    }
+  }
+}
+
 static bool lowerFunction(const ir::Module &module, const ir::Function &src,
                           LoopFunction &fn, std::string &error) {
   fn.name = src.getName().str();
@@ -439,6 +496,7 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
       l.setOutputFor(v, b);
     written.push_back(owns);
   }
+  l.planPartsInPlace();
   // 2. The ops.
   for (const auto &op : src.getOps()) {
     l.setOrigin(op.get());

@@ -108,6 +108,8 @@ bool lowerStack(Lowering &l, const ir::Op &op) {
   for (unsigned k = 0; k < op.getNumOperands(); ++k) {
     const ir::Value *x = op.getOperand(k);
     const Shape &in = x->getType().shape;
+    if (l.isPartInPlace(x))
+      continue;
     Nest n = l.openNest(l.top(), in);
     l.store(*n.body, y, Lowering::flatIndex(shape, insertAt(n, axis, index(k))),
             load(l.bufferOf(x), Lowering::flatIndex(in, n.idx)));
@@ -137,6 +139,10 @@ bool lowerConcat(Lowering &l, const ir::Op &op) {
   ExprPtr offset = index(0);
   for (const ir::Value *x : op.getOperands()) {
     const Shape &in = x->getType().shape;
+    if (l.isPartInPlace(x)) {
+      offset = prim(PrimOp::Add, std::move(offset), extentOf(in[axis]));
+      continue;
+    }
     Nest n = l.openNest(l.top(), in);
     l.store(*n.body, y, Lowering::flatIndex(shape, shiftAt(n, axis, offset)),
             load(l.bufferOf(x), Lowering::flatIndex(in, n.idx)));

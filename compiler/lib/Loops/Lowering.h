@@ -161,6 +161,16 @@ public:
 
   bool outputForHas(const ir::Value *v) const { return outputFor.count(v); }
   void setOutputFor(const ir::Value *v, Buffer *b) { outputFor[v] = b; }
+  /// Plans each operand of a `stack` or `concat` along the first axis that
+  /// the op alone uses and an op computes to be computed in place, into a
+  /// view of its part of the result (Lower.cpp).
+  void planPartsInPlace();
+  /// Whether operand `v` of `op` was computed in its part of op's result,
+  /// so that `op` need not copy it.
+  bool isPartInPlace(const ir::Value *v) const {
+    auto it = partViews.find(v);
+    return it != partViews.end() && buffers.lookup(v) == it->second;
+  }
 
   /// Sets the origin of the statements that follow.
   void setOrigin(const ir::Op *op);
@@ -177,6 +187,8 @@ public:
 private:
   llvm::DenseMap<const ir::Value *, Buffer *> buffers;
   llvm::DenseMap<const ir::Value *, Buffer *> outputFor;
+  /// The views planned by planPartsInPlace, by value.
+  llvm::DenseMap<const ir::Value *, Buffer *> partViews;
   llvm::DenseMap<const ir::Value *, double> splats;
   /// Where the statements of the op being lowered start in top().
   size_t opStart = 0;

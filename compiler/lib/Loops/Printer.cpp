@@ -228,8 +228,15 @@ private:
       for (size_t i = 0; i < s.inputs.size(); ++i)
         os << (i ? ", " : "") << name(s.inputs[i]);
       os << ") -> (";
-      for (size_t i = 0; i < s.outputs.size(); ++i)
+      for (size_t i = 0; i < s.outputs.size(); ++i) {
         os << (i ? ", " : "") << name(s.outputs[i]);
+        if (!s.operands.empty() && !isIndexConst(*s.operands[i], 0)) {
+          const Expr &off = *s.operands[i];
+          bool sum = off.kind == Expr::Kind::Prim &&
+                     (off.op == PrimOp::Add || off.op == PrimOp::Sub);
+          os << (sum ? " + (" : " + ") << expr(off) << (sum ? ")" : "");
+        }
+      }
       os << ")";
       if (!s.sizeArgs.empty()) {
         os << " sizes(";

@@ -260,6 +260,15 @@ private:
       for (const auto &[name, e] : s.sizeArgs)
         if (!checkIndex(*e, "size argument '" + name + "'"))
           return;
+      if (!s.operands.empty() && s.operands.size() != s.outputs.size()) {
+        bad("a call of '" + s.callee + "' has " +
+            std::to_string(s.operands.size()) + " output offsets for " +
+            std::to_string(s.outputs.size()) + " outputs");
+        return;
+      }
+      for (const ExprPtr &e : s.operands)
+        if (!checkIndex(*e, "an output offset"))
+          return;
       if (!s.isExtern) {
         const LoopFunction *callee = functions.lookup(s.callee);
         if (!callee)

@@ -341,7 +341,10 @@ struct Stmt {
   // KernelCall, Call.
   /// Call: the outputs, then the inputs. KernelCall: z, a, b.
   RareVector<Buffer *> outputs, inputs;
-  /// KernelCall: zOff, aOff, bOff, M, K, N.
+  /// KernelCall: zOff, aOff, bOff, M, K, N. Call: empty, or one element
+  /// offset per output, from which the callee's result is written into
+  /// that buffer (a loop's per-step output, written in place at the
+  /// step's position in its stacked buffer: LowerControl.cpp).
   RareVector<ExprPtr> operands;
 
   // Call.

@@ -405,6 +405,28 @@ template <> struct Accumulator<int32_t> {
   using type = uint32_t;
 };
 
+/// A kernel's temporary of `count` elements: on the stack up to
+/// Capacity, else from malloc (aborting when that fails, as the kernels'
+/// other temporaries do), freed with the object.
+template <typename T, int64_t Capacity> class StackOrHeap {
+public:
+  explicit StackOrHeap(int64_t count) {
+    if (count > Capacity) {
+      heap = static_cast<T *>(std::malloc(sizeof(T) * count));
+      if (!heap)
+        std::abort();
+    }
+  }
+  StackOrHeap(const StackOrHeap &) = delete;
+  StackOrHeap &operator=(const StackOrHeap &) = delete;
+  ~StackOrHeap() { std::free(heap); }
+  T *data() { return heap ? heap : local; }
+
+private:
+  T local[Capacity];
+  T *heap = nullptr;
+};
+
 // The kernels below use GCC's and Clang's vector extensions where the
 // compiler has them (GCC 12 and later, Clang), and plain loops elsewhere
 // or with -DGRADC_NO_VECTOR_EXTENSIONS (test/Runtime/cpp-kernels.test
@@ -736,15 +758,8 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
     if (m >= 8) {
       // The padded columns: n <= 8 rounded up, or 8 and the rest rounded.
       const int64_t ldb = n <= 8 ? narrowWidth(n) : 8 + narrowWidth(n - 8);
-      Acc stackBuf[stackElements];
-      Acc *heapBuf = nullptr;
-      Acc *GRADC_RESTRICT bp = stackBuf;
-      if (k * ldb > stackElements) {
-        heapBuf = static_cast<Acc *>(std::malloc(sizeof(Acc) * k * ldb));
-        if (!heapBuf)
-          std::abort();
-        bp = heapBuf;
-      }
+      StackOrHeap<Acc, stackElements> buffer(k * ldb);
+      Acc *GRADC_RESTRICT bp = buffer.data();
       for (int64_t p = 0; p < k; ++p)
         for (int64_t q = 0; q < ldb; ++q)
           bp[p * ldb + q] =
@@ -759,7 +774,6 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
           narrowColumnsOf<false>(cols, a, bp + q0, ldb, c + q0, n, m, k,
                                  fromZero);
       }
-      std::free(heapBuf);
       i = m - m % 8;
     }
   }
@@ -931,15 +945,8 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
   const int64_t kBlock = whole ? k : 64;
   const int64_t nBlock =
       whole ? std::max<int64_t>(cols, (32768 / k) / cols * cols) : 128;
-  Acc stackBuf[stackPanel];
-  Acc *heapBuf = nullptr;
-  Acc *GRADC_RESTRICT panel = stackBuf;
-  if (kBlock * nBlock > stackPanel) {
-    heapBuf = static_cast<Acc *>(std::malloc(sizeof(Acc) * kBlock * nBlock));
-    if (!heapBuf)
-      std::abort();
-    panel = heapBuf;
-  }
+  StackOrHeap<Acc, stackPanel> buffer(kBlock * nBlock);
+  Acc *GRADC_RESTRICT panel = buffer.data();
   for (int64_t j0 = 0; j0 < n; j0 += nBlock) {
     int64_t nb = std::min(nBlock, n - j0);
     int64_t nbFull = nb - nb % cols;
@@ -981,7 +988,6 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
                               p0, kb);
     }
   }
-  std::free(heapBuf);
 }
 
 /// c[m] (+)= a[m, k] b[k]: one dot product per row, its terms added in

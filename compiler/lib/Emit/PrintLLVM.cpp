@@ -42,6 +42,7 @@
 #include "gradc/Emit/SizeChecks.h"
 #include "gradc/Emit/TransposedOperands.h"
 #include "gradc/Loops/Loops.h"
+#include "gradc/Math.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -1121,12 +1122,13 @@ llvm::Value *FunctionPrinter::prim(const Expr &e) {
 /// whether `x` is outside it, as gradc::sinSmall sets it (|x| < 2^20
 /// false, NaN included). The call is pure, so that a loop around it may
 /// vectorise it also where it stays out of line (EmitLLVM.cpp,
-/// vectorVariants); the flag is a reduction in a register once SROA has
+/// addVectorVariants); the flag is a reduction in a register once SROA has
 /// promoted it.
 llvm::Value *FunctionPrinter::smallTrigCall(Intrinsic fn, llvm::Value *x) {
   llvm::Value *magnitude = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   llvm::Value *outside = b.CreateFCmpUGE(
-      magnitude, llvm::ConstantFP::get(b.getFloatTy(), 1048576.0));
+      magnitude,
+      llvm::ConstantFP::get(b.getFloatTy(), gradc::detail::smallTrigBound));
   llvm::Value *flag = b.CreateLoad(b.getInt32Ty(), rangeFlag);
   b.CreateStore(b.CreateOr(flag, b.CreateZExt(outside, b.getInt32Ty())),
                 rangeFlag);

@@ -45,8 +45,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
 #include <cmath>
-#include <map>
 #include <set>
 
 using namespace gradc;
@@ -54,17 +54,46 @@ using namespace gradc::loops;
 
 namespace {
 
-using Binding = std::map<unsigned, const Expr *>;
+/// The loop variables of a producer's nest (a few: a small vector beats a
+/// set, and fuse looks at every top-level nest of the function).
+using LoopVars = llvm::SmallVector<unsigned, 4>;
+
+/// Each of a nest's loop variables bound to a sub-expression of a
+/// reader's index, in the order unification binds them.
+class Binding {
+public:
+  /// The binding of `var`; null if it has none.
+  const Expr *lookup(unsigned var) const {
+    for (const auto &[v, e] : pairs)
+      if (v == var)
+        return e;
+    return nullptr;
+  }
+  /// Binds `var` to `e`; false if it was bound already (nothing changes).
+  bool insert(unsigned var, const Expr *e) {
+    if (lookup(var))
+      return false;
+    pairs.emplace_back(var, e);
+    return true;
+  }
+  size_t size() const { return pairs.size(); }
+
+private:
+  llvm::SmallVector<std::pair<unsigned, const Expr *>, 4> pairs;
+};
 
 /// Whether `e` matches `pattern`, binding the pattern's loop variables in
 /// `vars` to sub-expressions of `e` consistently.
-bool unify(const Expr &pattern, const Expr &e, const std::set<unsigned> &vars,
+bool unify(const Expr &pattern, const Expr &e, const LoopVars &vars,
            Binding &binding) {
-  if (pattern.kind == Expr::Kind::LoopVar && vars.count(pattern.var)) {
+  if (pattern.kind == Expr::Kind::LoopVar &&
+      llvm::is_contained(vars, pattern.var)) {
     if (e.type != ScalarType::Index)
       return false;
-    auto [it, inserted] = binding.emplace(pattern.var, &e);
-    return inserted || sameExpr(*it->second, e);
+    if (const Expr *bound = binding.lookup(pattern.var))
+      return sameExpr(*bound, e);
+    binding.insert(pattern.var, &e);
+    return true;
   }
   if (pattern.kind != e.kind || pattern.type != e.type ||
       pattern.args.size() != e.args.size())
@@ -110,9 +139,8 @@ bool unify(const Expr &pattern, const Expr &e, const std::set<unsigned> &vars,
 /// then replacing its operands costs the square of the depth).
 ExprPtr substitute(const Expr &e, const Binding &binding) {
   if (e.kind == Expr::Kind::LoopVar) {
-    auto it = binding.find(e.var);
-    if (it != binding.end())
-      return it->second->clone();
+    if (const Expr *bound = binding.lookup(e.var))
+      return bound->clone();
   }
   ExprPtr copy = e.cloneNode();
   copy->args.reserve(e.args.size());
@@ -178,18 +206,32 @@ private:
   /// statements moved (`gradc-opt --loop-work`).
   uint64_t &work;
 
-  /// Where each statement sits: its block, its position there when the
-  /// sweep began (a sweep erases only top-level statements, leaving their
-  /// slots, and inserts at its end, so positions hold through it) and its
-  /// top-level statement.
+  /// What a sweep knows of each statement: its block, its position there
+  /// when the sweep began (a sweep erases only top-level statements,
+  /// leaving their slots, and inserts at its end, so positions hold
+  /// through it; a top-level statement's position is its order in the
+  /// function), its top-level statement, the loops around it (`scopes`)
+  /// and whether its top-level statement was fused away. One table, not one per
+  /// fact: a gradient of 10,000 steps has half a million statements, and each
+  /// lookup of a large table is a cache miss.
   struct Place {
     Block *block;
-    size_t position;
+    uint32_t position;
+    /// The innermost loop around the statement (an index into `scopes`).
+    uint32_t scope;
     const Stmt *top;
+    /// Set on a top-level statement fused away: the statements in it are
+    /// dead with it.
+    bool dead = false;
   };
   llvm::DenseMap<const Stmt *, Place> places;
-  /// The order of the top-level statements (erasing keeps it).
-  llvm::DenseMap<const Stmt *, size_t> order;
+  /// The loops around statements, as a tree: each scope is a loop
+  /// variable and the scope around that loop; scope 0 is the function.
+  struct Scope {
+    uint32_t parent;
+    unsigned var;
+  };
+  std::vector<Scope> scopes;
   /// Per root buffer: 1 + the order of the last top-level statement that
   /// writes it (fusing moves only loads and writes of locals, so it
   /// holds through a sweep).
@@ -199,11 +241,7 @@ private:
   /// Buffers written by more than one statement, or used by a call, a
   /// kernel or a view.
   llvm::DenseSet<const Buffer *> otherwise;
-  llvm::DenseSet<const Stmt *> dead;
   llvm::DenseSet<const Buffer *> deadBuffers;
-  /// The loop variables around each statement, outermost first (a
-  /// definition waiting to be inserted: those of its reader).
-  llvm::DenseMap<const Stmt *, llvm::SmallVector<unsigned, 4>> enclosing;
   /// Where a definition made in this sweep, not yet in its block, will
   /// go: before `anchor` (a statement of the block or another pending
   /// definition), at `index` in `before[anchor]`, `depth` anchors away
@@ -275,15 +313,13 @@ private:
       collectLoads(*a, out);
   }
 
-  void indexBlock(Block &block, const Stmt *top,
-                  llvm::DenseMap<const Buffer *, unsigned> &writes,
-                  llvm::SmallVectorImpl<unsigned> &loopVars) {
+  void indexBlock(Block &block, const Stmt *top, uint32_t scope,
+                  llvm::DenseMap<const Buffer *, unsigned> &writes) {
     for (size_t i = 0; i < block.size(); ++i) {
       Stmt &s = *block[i];
       ++work;
       const Stmt *t = top ? top : &s;
-      places[&s] = {&block, i, t};
-      enclosing[&s].assign(loopVars.begin(), loopVars.end());
+      places[&s] = {&block, uint32_t(i), scope, t};
       noteReads(s);
       if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) {
         if (++writes[s.buffer] > 1)
@@ -296,13 +332,29 @@ private:
         otherwise.insert(b);
         noteWrite(b, *t);
       }
-      if (s.kind == Stmt::Kind::For)
-        loopVars.push_back(s.var);
-      indexBlock(s.body, t, writes, loopVars);
-      if (s.kind == Stmt::Kind::For)
-        loopVars.pop_back();
+      if (s.body.empty())
+        continue;
+      uint32_t inner = scope;
+      if (s.kind == Stmt::Kind::For) {
+        inner = uint32_t(scopes.size());
+        scopes.push_back({scope, s.var});
+      }
+      indexBlock(s.body, t, inner, writes);
     }
   }
+
+  /// The loop variables around `s`, outermost first (a definition waiting
+  /// to be inserted: those of its reader).
+  llvm::SmallVector<unsigned, 4> enclosing(const Stmt *s) const {
+    llvm::SmallVector<unsigned, 4> vars;
+    for (uint32_t at = places.lookup(s).scope; at; at = scopes[at].parent)
+      vars.push_back(scopes[at].var);
+    std::reverse(vars.begin(), vars.end());
+    return vars;
+  }
+
+  /// A top-level statement's order in the function.
+  size_t orderOf(const Stmt *top) const { return position(top); }
 
   /// The last top-level statement that writes `b` (through any view) is
   /// at least `top`.
@@ -310,24 +362,24 @@ private:
     while (b->kind == Buffer::Kind::Alias && b->base)
       b = b->base;
     size_t &last = lastWriter[b];
-    last = std::max(last, order.lookup(&top) + 1);
+    last = std::max(last, orderOf(&top) + 1);
   }
 
   void indexUses() {
+    // As large as the last sweep's table (a sweep fuses statements into
+    // others; their count changes little), so that it does not grow
+    // step by step.
+    size_t expected = places.size();
     places.clear();
-    order.clear();
+    places.reserve(expected);
+    scopes.assign(1, {0, 0});
     lastWriter.clear();
     readers.clear();
     otherwise.clear();
-    dead.clear();
-    for (size_t i = 0; i < fn.body.size(); ++i)
-      order[fn.body[i].get()] = i;
-    enclosing.clear();
     pendingDefs.clear();
     holdsLoop.clear();
     llvm::DenseMap<const Buffer *, unsigned> writes;
-    llvm::SmallVector<unsigned, 4> loopVars;
-    indexBlock(fn.body, nullptr, writes, loopVars);
+    indexBlock(fn.body, nullptr, 0, writes);
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
         otherwise.insert(b->base);
@@ -339,29 +391,23 @@ private:
     auto it = readers.find(p);
     if (it != readers.end())
       for (const Stmt *s : it->second)
-        if (!dead.count(s))
+        if (!places.lookup(places.lookup(s).top).dead)
           live.push_back(s);
     return live;
-  }
-
-  static void markDead(const Stmt &s, llvm::DenseSet<const Stmt *> &dead) {
-    dead.insert(&s);
-    for (const StmtPtr &c : s.body)
-      markDead(*c, dead);
   }
 
   /// The innermost block of a perfect nest and its loop variables, when
   /// that block is local definitions (made by earlier fusions) followed by
   /// one store; null otherwise.
-  static Block *nestBody(Stmt &s, std::set<unsigned> &vars) {
+  static Block *nestBody(Stmt &s, LoopVars &vars) {
     if (s.kind != Stmt::Kind::For)
       return nullptr;
     Stmt *at = &s;
     while (at->body.size() == 1 && at->body.front()->kind == Stmt::Kind::For) {
-      vars.insert(at->var);
+      vars.push_back(at->var);
       at = at->body.front().get();
     }
-    vars.insert(at->var);
+    vars.push_back(at->var);
     Block &body = at->body;
     // Only a scratch buffer's producer fuses: checked before the walk, as
     // the one loop left of a fused chain has thousands of definitions.
@@ -397,7 +443,7 @@ private:
 
   bool tryProducer(size_t at) {
     Stmt &nest = *fn.body[at];
-    std::set<unsigned> vars;
+    LoopVars vars;
     Block *body = nestBody(nest, vars);
     if (!body)
       return false;
@@ -416,7 +462,7 @@ private:
     std::vector<Binding> bindings;
     std::vector<const Expr *> readIndices;
     for (const Stmt *r : found) {
-      if (order.lookup(places.lookup(r).top) <= order.lookup(&nest))
+      if (orderOf(places.lookup(r).top) <= at)
         return false;
       Stmt &reader = const_cast<Stmt &>(*r);
       const Expr *readIndex = nullptr;
@@ -512,8 +558,8 @@ private:
       std::vector<StmtPtr> &pending = before[first];
       unsigned depth = pendingDepth(first) + 1;
       for (StmtPtr &def : defs[g]) {
-        places[def.get()] = place;
-        enclosing[def.get()] = enclosing.lookup(first);
+        places[def.get()] = {place.block, place.position, place.scope,
+                             place.top};
         pendingDefs[def.get()] = {first, unsigned(pending.size()), depth};
         noteReads(*def);
         pending.push_back(std::move(def));
@@ -521,7 +567,8 @@ private:
       if (touched.insert(place.block).second)
         touchedOrder.push_back(place.block);
     }
-    markDead(nest, dead);
+    // Its statements are dead with it (liveReaders looks at their top).
+    places[&nest].dead = true;
     // Kept until the sweep ends, so that no new statement takes the
     // address of a dead one; the empty slot goes then.
     erased.push_back(std::move(fn.body[at]));
@@ -653,7 +700,7 @@ private:
     while (innermost->body.size() == 1 &&
            innermost->body.front()->kind == Stmt::Kind::For)
       innermost = innermost->body.front().get();
-    Inputs in{order.lookup(&nest), innermost->var};
+    Inputs in{orderOf(&nest), innermost->var};
     for (const StmtPtr &def : body)
       if (!readsOnlyInputs(*def->value, in))
         return false;
@@ -663,7 +710,7 @@ private:
     for (size_t r = 0; r < found.size(); ++r) {
       std::set<unsigned> used;
       collectLoopVars(*readIndices[r], used);
-      llvm::SmallVector<unsigned, 4> around = enclosing.lookup(found[r]);
+      llvm::SmallVector<unsigned, 4> around = enclosing(found[r]);
       for (unsigned v : around)
         if (!used.count(v))
           return false;
@@ -673,7 +720,7 @@ private:
       // as it is (PrintCpp's gradc::Transposed).
       if (!around.empty()) {
         std::set<unsigned> inner;
-        collectLoopVars(*bindings[r].at(innermost->var), inner);
+        collectLoopVars(*bindings[r].lookup(innermost->var), inner);
         if (!inner.count(around.back()))
           return false;
       }

@@ -17,6 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <limits>
+
 using namespace gradc;
 using namespace gradc::ir;
 
@@ -430,6 +433,44 @@ TEST(CSE, DifferentGradientRulesAreNotMerged) {
   t.fn->setReturns({a, b});
   ASSERT_TRUE(t.run("cse"));
   EXPECT_EQ(t.fn->getOps().size(), 2u);
+}
+
+// cse compares attributes as they print: doubles bit for bit, except that
+// every NaN is alike (they all print `nan`); size names by name.
+TEST(CSE, ComparesAttributesAsTheyPrint) {
+  Fixture t;
+  double quiet = std::numeric_limits<double>::quiet_NaN();
+  double payload = std::bit_cast<double>(std::bit_cast<uint64_t>(quiet) | 1);
+  Value *n1 = t.b.scalar(DType::F64, quiet);
+  Value *n2 = t.b.scalar(DType::F64, payload); // merges with n1
+  Value *z1 = t.b.constant(f32({k(2)}), {0.0, 1.0});
+  Value *z2 = t.b.constant(f32({k(2)}), {-0.0, 1.0}); // stays
+  Value *z3 = t.b.constant(f32({k(2)}), {0.0, 1.0});  // merges with z1
+  Value *x = t.param(f32({n("N"), k(3)}), "x");
+  Value *r1 = t.b.reshape(x, {n("N"), k(3), k(1)});
+  Value *r2 = t.b.reshape(x, {n("N"), k(3), k(1)}); // merges with r1
+  Value *r3 = t.b.reshape(x, {k(3), n("N"), k(1)}); // stays
+  t.fn->setReturns({n1, n2, z1, z2, z3, r1, r2, r3});
+  ASSERT_TRUE(t.run("cse"));
+  EXPECT_EQ(t.fn->getOps().size(), 5u);
+  llvm::ArrayRef<Value *> r = t.fn->getReturns();
+  EXPECT_EQ(r[0], r[1]);
+  EXPECT_NE(r[2], r[3]);
+  EXPECT_EQ(r[2], r[4]);
+  EXPECT_EQ(r[5], r[6]);
+  EXPECT_NE(r[5], r[7]);
+}
+
+TEST(CSE, EqualGradientRulesAreMerged) {
+  Fixture t;
+  Value *x = t.param(f32({k(2)}), "x");
+  Value *a = t.b.unary(OpKind::Exp, x);
+  Value *b = t.b.unary(OpKind::Exp, x);
+  t.setRule(*a->getDefiningOp(), "exp_rule_0");
+  b->getDefiningOp()->getGradRule() = a->getDefiningOp()->getGradRule();
+  t.fn->setReturns({a, b});
+  ASSERT_TRUE(t.run("cse"));
+  EXPECT_EQ(t.fn->getOps().size(), 1u);
 }
 
 TEST(DCE, RemovesUnusedOpsAndRuleInstances) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 
 using namespace gradc;
 
@@ -73,6 +75,65 @@ bool AttrList::operator==(const AttrList &o) const {
     if (attrs[i].name != o.attrs[i].name || attrs[i].value != o.attrs[i].value)
       return false;
   return true;
+}
+
+namespace {
+
+/// The bits that decide how a double prints: its own, or one NaN's.
+uint64_t printedBits(double v) {
+  if (std::isnan(v))
+    v = std::numeric_limits<double>::quiet_NaN();
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+} // namespace
+
+bool gradc::sameAttrText(const AttrValue &a, const AttrValue &b) {
+  if (a.index() != b.index())
+    return false;
+  if (const auto *x = std::get_if<double>(&a))
+    return printedBits(*x) == printedBits(std::get<double>(b));
+  if (const auto *x = std::get_if<std::vector<double>>(&a)) {
+    const auto &y = std::get<std::vector<double>>(b);
+    if (x->size() != y.size())
+      return false;
+    for (size_t i = 0; i < x->size(); ++i)
+      if (printedBits((*x)[i]) != printedBits(y[i]))
+        return false;
+    return true;
+  }
+  return a == b;
+}
+
+llvm::hash_code gradc::hashAttrValue(const AttrValue &value) {
+  struct Hasher {
+    llvm::hash_code operator()(int64_t v) { return llvm::hash_value(v); }
+    llvm::hash_code operator()(bool v) { return llvm::hash_value(v); }
+    llvm::hash_code operator()(double v) {
+      return llvm::hash_value(printedBits(v));
+    }
+    llvm::hash_code operator()(const std::vector<int64_t> &v) {
+      return llvm::hash_combine_range(v.begin(), v.end());
+    }
+    llvm::hash_code operator()(const std::vector<double> &v) {
+      llvm::hash_code h = llvm::hash_value(v.size());
+      for (double d : v)
+        h = llvm::hash_combine(h, printedBits(d));
+      return h;
+    }
+    llvm::hash_code operator()(const Shape &v) {
+      llvm::hash_code h = llvm::hash_value(v.size());
+      for (const Dim &d : v)
+        h = llvm::hash_combine(h, d.getSize(), d.getName());
+      return h;
+    }
+    llvm::hash_code operator()(const std::string &v) {
+      return llvm::hash_value(v);
+    }
+  };
+  return llvm::hash_combine(value.index(), std::visit(Hasher{}, value));
 }
 
 std::string gradc::formatDouble(double v) {

@@ -13,6 +13,8 @@
 
 #include "gradc/Ops/Types.h"
 
+#include "llvm/ADT/Hashing.h"
+
 #include <string>
 #include <variant>
 #include <vector>
@@ -57,6 +59,14 @@ private:
 /// Prints a value as the textual IR spells it: `1`, `true`, `[0, 1]`,
 /// `[2, N]`, `"name"`. Floats print so that they read back bit-exactly.
 std::string attrValueStr(const AttrValue &value);
+
+/// Whether two values print alike (attrValueStr): the same alternative and
+/// the same value, doubles bit for bit except that every NaN is alike.
+/// What cse and canonicalize compare, without making the strings.
+bool sameAttrText(const AttrValue &a, const AttrValue &b);
+
+/// A hash that agrees with sameAttrText.
+llvm::hash_code hashAttrValue(const AttrValue &value);
 
 /// Shortest decimal that reads back to the same double (or float).
 std::string formatDouble(double v);

@@ -240,6 +240,11 @@ TEST(Verifier, NamesThePassThatBrokeTheModule) {
                               "of 'exp' (%z) is used before it is defined\n");
   EXPECT_EQ(verify(m), "in function 'f': operand 0 of 'exp' (%z) is used "
                        "before it is defined\n");
+  // gradc verifies differentiation and the pipeline at once (without
+  // --verify-each): the message names them as a list.
+  EXPECT_EQ(verify(m, "differentiate,canonicalize"),
+            "after passes 'differentiate,canonicalize': in function 'f': "
+            "operand 0 of 'exp' (%z) is used before it is defined\n");
 }
 
 TEST(Verifier, UnifiesSizeNames) {

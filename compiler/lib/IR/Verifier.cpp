@@ -127,6 +127,17 @@ const char *kindDescription(AttrKind kind) {
 }
 
 /// The attributes in the order the op table declares them.
+/// What every message starts with: "after pass 'cse': ", "after passes
+/// 'differentiate,canonicalize': " for several steps verified at once, or
+/// nothing for input IR.
+std::string prefixFor(llvm::StringRef afterPass) {
+  if (afterPass.empty())
+    return "";
+  return ((afterPass.contains(',') ? "after passes '" : "after pass '") +
+          afterPass + "': ")
+      .str();
+}
+
 AttrList inDeclaredOrder(const OpInfo &info, const AttrList &attrs) {
   AttrList ordered;
   for (const AttrInfo &a : info.attrs)
@@ -139,10 +150,7 @@ class FunctionVerifier {
 public:
   FunctionVerifier(const Module &module, const Function &fn,
                    DiagnosticEngine &diags, llvm::StringRef afterPass)
-      : module(module), fn(fn), diags(diags) {
-    if (!afterPass.empty())
-      prefix = ("after pass '" + afterPass + "': ").str();
-  }
+      : module(module), fn(fn), diags(diags), prefix(prefixFor(afterPass)) {}
 
   bool verify() {
     verifyGradSpec();
@@ -785,10 +793,7 @@ class RecursionChecker {
 public:
   RecursionChecker(const Module &module, DiagnosticEngine &diags,
                    llvm::StringRef afterPass)
-      : module(module), diags(diags) {
-    if (!afterPass.empty())
-      prefix = ("after pass '" + afterPass + "': ").str();
-  }
+      : module(module), diags(diags), prefix(prefixFor(afterPass)) {}
 
   bool check() {
     for (const auto &fn : module.getFunctions())
@@ -845,9 +850,7 @@ private:
 bool ir::verifyModule(const Module &module, DiagnosticEngine &diags,
                       llvm::StringRef afterPass) {
   bool ok = true;
-  std::string prefix;
-  if (!afterPass.empty())
-    prefix = ("after pass '" + afterPass + "': ").str();
+  std::string prefix = prefixFor(afterPass);
   llvm::StringMap<const Function *> seen;
   for (const auto &fn : module.getFunctions()) {
     if (!seen.try_emplace(fn->getName(), fn.get()).second) {

@@ -108,8 +108,10 @@ bool gradc::runPasses(ir::Module &module, llvm::StringRef pipeline,
       if (!pass->run(module, diags))
         return false;
     }
+    if (!verifyEach)
+      continue;
     TimeRegion region("verify");
-    if (verifyEach && !ir::verifyModule(module, diags, pass->name))
+    if (!ir::verifyModule(module, diags, pass->name))
       return false;
   }
   return true;

@@ -28,6 +28,9 @@ struct Compilation {
   std::unique_ptr<ast::Module> ast;
   std::unique_ptr<ir::Module> ir;
   bool verifyMode = false;
+  /// Verify the IR after differentiation and after every pass, not only
+  /// once after them all (`--verify-each`).
+  bool verifyEach = false;
   /// Where extern functions' headers and code are found (-I, -D, -p,
   /// --load); readFile sets the base directory.
   clangjit::ExternOptions externOptions;
@@ -44,7 +47,8 @@ struct Compilation {
   bool loadExterns();
   /// Lowers to IR and verifies it.
   bool lower();
-  /// Adds every NAME_grad and runs `pipeline` ("" for none).
+  /// Adds every NAME_grad and runs `pipeline` ("" for none); verifies the
+  /// result (after each step with verifyEach).
   bool differentiate(llvm::StringRef pipeline);
   /// The exit status: with -verify, whether the expectations were met;
   /// otherwise 1 if any error was reported.

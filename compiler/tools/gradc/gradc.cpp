@@ -102,6 +102,12 @@ cl::opt<bool> parseOnly("parse-only",
 cl::opt<bool> noOpt("O0", cl::desc("Do not simplify after differentiation"),
                     cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
 
+cl::opt<bool> verifyEach(
+    "verify-each",
+    cl::desc("Verify the IR after differentiation and after every pass "
+             "(default: once after them all)"),
+    cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
+
 cl::opt<std::string> passes(
     "passes", cl::desc("Passes to run after differentiation (comma list)"),
     cl::init(""), cl::sub(cl::SubCommand::getAll()), cl::cat(gradcCategory));
@@ -559,6 +565,7 @@ int main(int argc, char **argv) {
     PhaseTimer::active = times.timer.get();
   }
   Compilation c(verify);
+  c.verifyEach = verifyEach;
   c.externOptions.includeDirs = includeDirs;
   c.externOptions.defines = defines;
   c.externOptions.compileCommandsDir = compileCommandsDir;

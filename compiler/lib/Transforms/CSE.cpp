@@ -47,12 +47,8 @@ struct SameComputation {
       h = llvm::hash_combine(h, v);
     for (const NamedAttr &a : op->getAttrs().entries())
       h = llvm::hash_combine(h, a.name, hashAttrValue(a.value));
-    for (const Value *r : op->getResults()) {
-      const TensorType &t = r->getType();
-      h = llvm::hash_combine(h, t.dtype, t.shape.size());
-      for (const Dim &d : t.shape)
-        h = llvm::hash_combine(h, d.getSize(), d.getName());
-    }
+    for (const Value *r : op->getResults())
+      h = llvm::hash_combine(h, r->getType());
     const GradRuleAttr &rule = op->getGradRule();
     if (rule.isSet())
       h = llvm::hash_combine(h, rule.function, rule.ruleName, rule.via);

@@ -28,9 +28,9 @@
 
 #include "Rewriter.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <numeric>
@@ -144,10 +144,9 @@ private:
   FunctionRewriter rewriter;
   /// Structural zeros found so far in this walk.
   llvm::DenseSet<const Value *> zeros;
-  /// The first value of each type (by TensorType::str()) in the function,
-  /// with its op index (-1 for a parameter): where a new `zeros_like` can
-  /// take its type from.
-  llvm::StringMap<std::pair<int64_t, Value *>> firstOfType;
+  /// The first value of each type in the function, with its op index (-1
+  /// for a parameter): where a new `zeros_like` can take its type from.
+  llvm::DenseMap<TensorType, std::pair<int64_t, Value *>> firstOfType;
   int64_t currentIndex = 0;
 };
 
@@ -155,10 +154,10 @@ bool Simplifier::runOnce() {
   zeros.clear();
   firstOfType.clear();
   for (Value *p : fn.getParams())
-    firstOfType.try_emplace(p->getType().str(), -1, p);
+    firstOfType.try_emplace(p->getType(), -1, p);
   for (const auto &[index, op] : llvm::enumerate(fn.getOps()))
     for (Value *r : op->getResults())
-      firstOfType.try_emplace(r->getType().str(), int64_t(index), r);
+      firstOfType.try_emplace(r->getType(), int64_t(index), r);
   currentIndex = 0;
   return rewriter.run([&](Op &op) {
     bool replaced = visit(op);
@@ -261,7 +260,7 @@ Value *Simplifier::findZeroOfType(const Op &op, const TensorType &type) {
   for (Value *v : op.getOperands())
     if (isZero(v) && v->getType() == type)
       return v;
-  auto it = firstOfType.find(type.str());
+  auto it = firstOfType.find(type);
   if (it == firstOfType.end() || it->second.first >= currentIndex)
     return nullptr;
   Value *anchor = rewriter.lookup(it->second.second);
@@ -283,7 +282,7 @@ bool Simplifier::replaceByZeros(Op &op) {
     bool hasOperand = llvm::any_of(op.getOperands(), [&](const Value *v) {
       return isZero(v) && v->getType() == r->getType();
     });
-    auto it = firstOfType.find(r->getType().str());
+    auto it = firstOfType.find(r->getType());
     if (!hasOperand &&
         (it == firstOfType.end() || it->second.first >= currentIndex)) {
       if (Value *exact = exactZeroOp(op)) {

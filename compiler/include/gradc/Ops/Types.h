@@ -12,6 +12,8 @@
 #include "gradc/Basic/Interned.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMapInfo.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -102,6 +104,32 @@ struct TensorType {
   void print(llvm::raw_ostream &os) const;
 };
 
+/// A hash that agrees with ==: the element type and each dimension (a
+/// size name by its interned text).
+inline llvm::hash_code hash_value(const TensorType &t) {
+  llvm::hash_code h = llvm::hash_combine(t.dtype, t.shape.size());
+  for (const Dim &d : t.shape)
+    h = llvm::hash_combine(h, d.getSize(), d.getName().data());
+  return h;
+}
+
 } // namespace gradc
+
+/// Tensor types as keys of a DenseMap (a type's text as a key cost a
+/// string per value: simplify looks up every value's type).
+template <> struct llvm::DenseMapInfo<gradc::TensorType> {
+  static gradc::TensorType getEmptyKey() {
+    return gradc::TensorType(static_cast<gradc::DType>(0xff));
+  }
+  static gradc::TensorType getTombstoneKey() {
+    return gradc::TensorType(static_cast<gradc::DType>(0xfe));
+  }
+  static unsigned getHashValue(const gradc::TensorType &t) {
+    return static_cast<unsigned>(hash_value(t));
+  }
+  static bool isEqual(const gradc::TensorType &a, const gradc::TensorType &b) {
+    return a == b;
+  }
+};
 
 #endif // GRADC_OPS_TYPES_H

@@ -173,7 +173,8 @@ public:
   Fuser(LoopFunction &fn, uint64_t &work) : fn(fn), work(work) {}
 
   /// One sweep from the last top-level statement to the first, fusing
-  /// every producer it can; false when nothing fused. Going backwards, a
+  /// every producer it can; false when nothing fused or nothing is left
+  /// that could. Going backwards, a
   /// producer's reader has already taken in whatever fused into it, and a
   /// fused nest leaves an empty slot, so no statement still to be visited
   /// moves. The uses of every buffer are indexed once per sweep and kept
@@ -197,7 +198,7 @@ public:
       return true;
     });
     deadBuffers.clear();
-    return any;
+    return any && anyProducerLeft();
   }
 
 private:
@@ -397,9 +398,10 @@ private:
   }
 
   /// The innermost block of a perfect nest and its loop variables, when
-  /// that block is local definitions (made by earlier fusions) followed by
-  /// one store; null otherwise.
-  static Block *nestBody(Stmt &s, LoopVars &vars) {
+  /// that block ends in a store into a scratch buffer (only a scratch
+  /// buffer's producer fuses; checked before any walk, as the one loop
+  /// left of a fused chain has thousands of definitions); null otherwise.
+  static Block *storesScratch(Stmt &s, LoopVars &vars) {
     if (s.kind != Stmt::Kind::For)
       return nullptr;
     Stmt *at = &s;
@@ -409,11 +411,31 @@ private:
     }
     vars.push_back(at->var);
     Block &body = at->body;
-    // Only a scratch buffer's producer fuses: checked before the walk, as
-    // the one loop left of a fused chain has thousands of definitions.
     if (body.empty() || body.back()->kind != Stmt::Kind::Store ||
         body.back()->buffer->kind != Buffer::Kind::Scratch)
       return nullptr;
+    return &body;
+  }
+
+  /// Whether a top-level statement is still shaped as a producer. When
+  /// none is, another sweep would fuse nothing, and is not run: indexing
+  /// the function for it was a third of fuse's time on a long chain
+  /// (which fuses into one loop in one sweep).
+  bool anyProducerLeft() const {
+    return llvm::any_of(fn.body, [](const StmtPtr &s) {
+      LoopVars vars;
+      return storesScratch(*s, vars) != nullptr;
+    });
+  }
+
+  /// The innermost block of a perfect nest and its loop variables, when
+  /// that block is local definitions (made by earlier fusions) followed by
+  /// one store into a scratch buffer; null otherwise.
+  static Block *nestBody(Stmt &s, LoopVars &vars) {
+    Block *found = storesScratch(s, vars);
+    if (!found)
+      return nullptr;
+    Block &body = *found;
     llvm::SmallPtrSet<const Buffer *, 8> defined;
     for (const StmtPtr &def : body) {
       if (def->kind != Stmt::Kind::Store ||

@@ -790,8 +790,8 @@ typedef float Vec16f __attribute__((vector_size(16 * sizeof(float))));
 /// to which each p adds A(i, p) times row p of b. Rows past m - 1 repeat
 /// row m - 1 (computed, not stored). b's rows are read in place as whole
 /// vectors, whose lanes past n hold the next row's elements (computed, not
-/// stored), but for the last one or two, which would end past b: those
-/// come from a copy padded with zeros. While a block's last row ends
+/// stored), but for the last (16 - n < n), which would end past b: it
+/// comes from a copy padded with zeros. While a block's last row ends
 /// within c, its rows are stored as whole vectors, whose lanes past n land
 /// in the next rows, written after; the other blocks' rows are stored one
 /// element at a time.
@@ -805,7 +805,7 @@ void rowVectorRows(const float *GRADC_RESTRICT a, const float *GRADC_RESTRICT b,
   int64_t kIn = k;
   while (kIn > 0 && (kIn - 1) * n + width > k * n)
     --kIn;
-  float restB[2 * width]; // k - kIn <= 1: 16 - n < n
+  float restB[width]; // k - kIn <= 1
   for (int64_t p = kIn; p < k; ++p)
     for (int64_t q = 0; q < width; ++q)
       restB[(p - kIn) * width + q] = q < n ? b[p * n + q] : 0.0f;
@@ -1295,6 +1295,9 @@ GRADC_ALWAYS_INLINE void matmulF32(const float *a, Transpose ta, const float *b,
     return;
   }
 #ifdef GRADC_USE_BLAS
+  // b as stored with 9 to 15 columns stays inline at any size:
+  // matmulRowVectors is as fast as OpenBLAS's AVX-512 sgemm on GMM's
+  // products (twice its SSE3 kernels) and keeps this order's bits.
   if (m * n * k >= blasMinWork && !detail::rowVectorsFit<float>(n, tb)) {
     numThreads(); // OpenBLAS's threads, once
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,

@@ -781,6 +781,98 @@ void matmulNarrow(const T *GRADC_RESTRICT a, Transpose ta,
   narrowScalar<T, Acc>(a, ta, b, tb, c, m, n, k, i, fromZero);
 }
 
+#ifdef GRADC_VECTOR_EXTENSIONS
+/// 16 f32 lanes (one AVX-512 register; two where registers are narrower).
+typedef float Vec16f __attribute__((vector_size(16 * sizeof(float))));
+
+/// c[m, n] = op(a)[m, k] b[k, n] for 9 to 15 columns, in f32 sums, in
+/// blocks of R rows: each row of c is one vector of 16 sums in a register,
+/// to which each p adds A(i, p) times row p of b. Rows past m - 1 repeat
+/// row m - 1 (computed, not stored). b's rows are read in place as whole
+/// vectors, whose lanes past n hold the next row's elements (computed, not
+/// stored), but for the last (16 - n < n), which would end past b: it
+/// comes from a copy padded with zeros. While a block's last row ends
+/// within c, its rows are stored as whole vectors, whose lanes past n land
+/// in the next rows, written after; the other blocks' rows are stored one
+/// element at a time.
+template <int R, bool TA>
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+void rowVectorRows(const float *GRADC_RESTRICT a, const float *GRADC_RESTRICT b,
+                   float *GRADC_RESTRICT c, int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t width = 16;
+  int64_t kIn = k;
+  while (kIn > 0 && (kIn - 1) * n + width > k * n)
+    --kIn;
+  float restB[width]; // k - kIn <= 1
+  for (int64_t p = kIn; p < k; ++p)
+    for (int64_t q = 0; q < width; ++q)
+      restB[(p - kIn) * width + q] = q < n ? b[p * n + q] : 0.0f;
+  for (int64_t i0 = 0; i0 < m; i0 += R) {
+    int64_t rowOfA[R]; // A(i0 + r, p) = a[rowOfA[r] + p * (TA ? m : 1)]
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = std::min<int64_t>(i0 + r, m - 1);
+      rowOfA[r] = TA ? i : i * k;
+    }
+    Vec16f acc[R];
+    for (int r = 0; r < R; ++r)
+      acc[r] = Vec16f{};
+    for (int64_t p = 0; p < k; ++p) {
+      Vec16f bp;
+      std::memcpy(&bp, p < kIn ? b + p * n : restB + (p - kIn) * width,
+                  sizeof(bp));
+      for (int r = 0; r < R; ++r)
+        acc[r] += a[rowOfA[r] + (TA ? p * m : p)] * bp;
+    }
+    if (i0 + R <= m && (i0 + R - 1) * n + width <= m * n) {
+      for (int r = 0; r < R; ++r)
+        std::memcpy(c + (i0 + r) * n, &acc[r], sizeof(acc[r]));
+      continue;
+    }
+    float rowsOfC[R][width];
+    std::memcpy(rowsOfC, acc, sizeof(rowsOfC));
+    for (int64_t r = 0; r < R && i0 + r < m; ++r)
+      for (int64_t q = 0; q < n; ++q)
+        c[(i0 + r) * n + q] = rowsOfC[r][q];
+  }
+}
+#endif
+
+/// Whether matmulRowVectors computes a product: f32 sums (the f32 order),
+/// b as stored, 9 to 15 columns (more than half a vector of 16 lanes;
+/// matmulNarrow, whose lanes are rows, wastes none on fewer).
+template <typename Acc> constexpr bool rowVectorsFit(int64_t n, Transpose tb) {
+#ifdef GRADC_VECTOR_EXTENSIONS
+  if constexpr (std::is_same_v<Acc, float>)
+    return !tb && n > 8 && n < 16;
+#endif
+  (void)n;
+  (void)tb;
+  return false;
+}
+
+/// c[m, n] = op(a)[m, k] b[k, n] in f32 sums for the products of
+/// rowVectorsFit (the GMM's N x D by D x D products and their gradient
+/// D x D x N, D = 10), in blocks of 8 rows, or 12 for 9 to 12 rows (one
+/// block; 12 sums hide an add's latency better than two blocks of 8 over
+/// a long k): each element starts from +0 and adds its terms one by one in
+/// increasing p, the same bits as narrowScalar.
+inline void matmulRowVectors(const float *GRADC_RESTRICT a, Transpose ta,
+                             const float *GRADC_RESTRICT b,
+                             float *GRADC_RESTRICT c, int64_t m, int64_t n,
+                             int64_t k) {
+#ifdef GRADC_VECTOR_EXTENSIONS
+  if (m > 8 && m <= 12)
+    return ta ? rowVectorRows<12, true>(a, b, c, m, n, k)
+              : rowVectorRows<12, false>(a, b, c, m, n, k);
+  return ta ? rowVectorRows<8, true>(a, b, c, m, n, k)
+            : rowVectorRows<8, false>(a, b, c, m, n, k);
+#else
+  narrowScalar<float, float>(a, ta, b, NoTranspose, c, m, n, k, 0, true);
+#endif
+}
+
 /// c[m, n] += op(a)[m, k] op(b)[k, n] for a short k (at most
 /// shortKMax terms: the gradient of a layer with two inputs): per row of
 /// c, a row of accumulators to which each p adds a[i, p] times the row p
@@ -919,6 +1011,12 @@ void matmulPortable(const T *GRADC_RESTRICT a, Transpose ta,
   constexpr int64_t rows = 4, cols = 16, stackPanel = 64 * 128;
   constexpr bool whole = std::is_floating_point_v<Acc>;
   if (n < cols) {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
+      if (fromZero && rowVectorsFit<Acc>(n, tb)) {
+        matmulRowVectors(a, ta, b, c, m, n, k);
+        return;
+      }
+    }
     matmulNarrow<T, Acc>(a, ta, b, tb, c, m, n, k, fromZero);
     return;
   }
@@ -1197,7 +1295,10 @@ GRADC_ALWAYS_INLINE void matmulF32(const float *a, Transpose ta, const float *b,
     return;
   }
 #ifdef GRADC_USE_BLAS
-  if (m * n * k >= blasMinWork) {
+  // b as stored with 9 to 15 columns stays inline at any size:
+  // matmulRowVectors is as fast as OpenBLAS's AVX-512 sgemm on GMM's
+  // products (twice its SSE3 kernels) and keeps this order's bits.
+  if (m * n * k >= blasMinWork && !detail::rowVectorsFit<float>(n, tb)) {
     numThreads(); // OpenBLAS's threads, once
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                 tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),

@@ -82,14 +82,23 @@ template <typename T, bool F32Order = false> bool checkAllSizes() {
                               {2, 64, 200}, {3, 37, 20}, {1, 17, 9},
                               // a short k (matmulShortK), rows longer than
                               // its chunk of 256
-                              {200, 64, 2}, {5, 300, 3}, {3, 16, 8}};
+                              {200, 64, 2}, {5, 300, 3}, {3, 16, 8},
+                              // 9 to 15 columns of b as stored, in f32
+                              // sums (matmulRowVectors): GMM's products
+                              // (N x D x D, and D x D x N transposed: one
+                              // block of 12 rows), blocks of 8 rows and
+                              // the last rows stored one by one
+                              {1000, 10, 10}, {10, 10, 1000}, {40, 12, 300},
+                              {27, 9, 260}, {3, 15, 500}, {16, 11, 150}};
   bool ok = true;
   for (const auto &s : sizes)
     ok &= checkMatmul<T, F32Order>(s[0], s[1], s[2]);
   // The narrow kernel's paths: 1 to 15 columns (and the first two that are
   // not narrow), taken 8 at a time; blocks of 64, 32, 16 and 8 rows and
   // the rows after the last 8; k below, at and past the 8 x 8 transposes,
-  // with a tail.
+  // with a tail. In f32 sums, b as stored with 9 to 15 columns takes
+  // matmulRowVectors: one block of 12 rows for 9 to 12, else blocks of 8,
+  // the last rows stored one by one, b's last row from a padded copy.
   for (int64_t n = 1; n <= 17; ++n)
     for (int64_t m : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 130})
       for (int64_t k : {1, 5, 8, 9, 17, 70}) {

@@ -41,6 +41,7 @@ measurement. docs/Performance.md says how to read the tables.
 """
 
 import argparse
+import ctypes
 import math
 import os
 import shutil
@@ -533,6 +534,22 @@ def print_bar(bar, args):
     print("met on %d of %d" % (sum(r[-1] for r in bar), len(bar)))
 
 
+def openblas_core():
+    """The kernels OpenBLAS chose for this CPU: its BLAS figures (gradc's
+    and the references') depend on them. OpenBLAS 0.3.21 runs its SSE3
+    "Prescott" kernels on CPUs newer than it knows (an Emerald Rapids,
+    session 17); OPENBLAS_CORETYPE=SkylakeX then selects the AVX-512 ones
+    (docs/Performance.md, "Running it")."""
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return "unknown (libopenblas.so.0 not loadable)"
+    chosen = os.environ.get("OPENBLAS_CORETYPE")
+    return core + (" (OPENBLAS_CORETYPE=%s)" % chosen if chosen else "")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true",
@@ -599,6 +616,7 @@ def main():
            else "", args.stat, rounds,
            "on (g++ -march=native, gradc --fp-contract=fast)"
            if args.contract == "fast" else "off (-ffp-contract=off)"))
+    print("OpenBLAS core: %s" % openblas_core())
     if args.gradc_flags or args.baseline_flags:
         print("gradc flags: %s%s" % (
             args.gradc_flags or "(none)",

@@ -77,10 +77,7 @@ bool AttrList::operator==(const AttrList &o) const {
   return true;
 }
 
-namespace {
-
-/// The bits that decide how a double prints: its own, or one NaN's.
-uint64_t printedBits(double v) {
+uint64_t gradc::printedDoubleBits(double v) {
   if (std::isnan(v))
     v = std::numeric_limits<double>::quiet_NaN();
   uint64_t bits;
@@ -88,19 +85,17 @@ uint64_t printedBits(double v) {
   return bits;
 }
 
-} // namespace
-
 bool gradc::sameAttrText(const AttrValue &a, const AttrValue &b) {
   if (a.index() != b.index())
     return false;
   if (const auto *x = std::get_if<double>(&a))
-    return printedBits(*x) == printedBits(std::get<double>(b));
+    return printedDoubleBits(*x) == printedDoubleBits(std::get<double>(b));
   if (const auto *x = std::get_if<std::vector<double>>(&a)) {
     const auto &y = std::get<std::vector<double>>(b);
     if (x->size() != y.size())
       return false;
     for (size_t i = 0; i < x->size(); ++i)
-      if (printedBits((*x)[i]) != printedBits(y[i]))
+      if (printedDoubleBits((*x)[i]) != printedDoubleBits(y[i]))
         return false;
     return true;
   }
@@ -112,7 +107,7 @@ llvm::hash_code gradc::hashAttrValue(const AttrValue &value) {
     llvm::hash_code operator()(int64_t v) { return llvm::hash_value(v); }
     llvm::hash_code operator()(bool v) { return llvm::hash_value(v); }
     llvm::hash_code operator()(double v) {
-      return llvm::hash_value(printedBits(v));
+      return llvm::hash_value(printedDoubleBits(v));
     }
     llvm::hash_code operator()(const std::vector<int64_t> &v) {
       return llvm::hash_combine_range(v.begin(), v.end());
@@ -120,14 +115,11 @@ llvm::hash_code gradc::hashAttrValue(const AttrValue &value) {
     llvm::hash_code operator()(const std::vector<double> &v) {
       llvm::hash_code h = llvm::hash_value(v.size());
       for (double d : v)
-        h = llvm::hash_combine(h, printedBits(d));
+        h = llvm::hash_combine(h, printedDoubleBits(d));
       return h;
     }
     llvm::hash_code operator()(const Shape &v) {
-      llvm::hash_code h = llvm::hash_value(v.size());
-      for (const Dim &d : v)
-        h = llvm::hash_combine(h, d.getSize(), d.getName());
-      return h;
+      return llvm::hash_combine_range(v.begin(), v.end());
     }
     llvm::hash_code operator()(const std::string &v) {
       return llvm::hash_value(v);

@@ -19,9 +19,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 using namespace gradc;
 using namespace gradc::ir;
@@ -72,14 +70,7 @@ private:
       addDim(d);
   }
 
-  void addDouble(double v) {
-    // As it prints: every NaN alike.
-    if (std::isnan(v))
-      v = std::numeric_limits<double>::quiet_NaN();
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    add(bits);
-  }
+  void addDouble(double v) { add(printedDoubleBits(v)); }
 
   void addAttr(const NamedAttr &a) {
     addString(a.name);

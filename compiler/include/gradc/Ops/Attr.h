@@ -65,6 +65,10 @@ std::string attrValueStr(const AttrValue &value);
 /// What cse and canonicalize compare, without making the strings.
 bool sameAttrText(const AttrValue &a, const AttrValue &b);
 
+/// The bits that decide how a double prints: its own, or the one quiet
+/// NaN's for every NaN. cse and canonicalize compare doubles by these.
+uint64_t printedDoubleBits(double v);
+
 /// A hash that agrees with sameAttrText.
 llvm::hash_code hashAttrValue(const AttrValue &value);
 

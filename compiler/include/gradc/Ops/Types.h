@@ -65,6 +65,12 @@ private:
   InternedString name; // empty for a known size
 };
 
+/// A hash that agrees with ==. A size name is interned, so its address
+/// stands for its text.
+inline llvm::hash_code hash_value(const Dim &d) {
+  return llvm::hash_combine(d.getSize(), d.getName().data());
+}
+
 using Shape = llvm::SmallVector<Dim, 4>;
 
 /// "[2, N]"; "[]" for a scalar.
@@ -104,13 +110,10 @@ struct TensorType {
   void print(llvm::raw_ostream &os) const;
 };
 
-/// A hash that agrees with ==: the element type and each dimension (a
-/// size name by its interned text).
+/// A hash that agrees with ==: the element type and each dimension.
 inline llvm::hash_code hash_value(const TensorType &t) {
-  llvm::hash_code h = llvm::hash_combine(t.dtype, t.shape.size());
-  for (const Dim &d : t.shape)
-    h = llvm::hash_combine(h, d.getSize(), d.getName().data());
-  return h;
+  return llvm::hash_combine(
+      t.dtype, llvm::hash_combine_range(t.shape.begin(), t.shape.end()));
 }
 
 } // namespace gradc

@@ -190,6 +190,28 @@ TEST(LoopsIR, IndexArithmeticFolds) {
 // Expressions, statements and buffers come from free lists of each thread
 // (LoopIR.cpp): a node made on a thread that has ended stays valid, and
 // once freed on another thread, that thread reuses it.
+// Passes keep a table per buffer in a BufferTable: each buffer its own
+// entry, found again by its id, also for buffers made after the table.
+TEST(LoopsIR, BufferTableKeepsOneEntryPerBuffer) {
+  Copy c;
+  EXPECT_NE(c.x->id, c.y->id);
+  BufferTable<int> table(*c.fn);
+  EXPECT_EQ(table.find(c.x), nullptr);
+  auto [entry, made] = table.insert(c.x);
+  EXPECT_TRUE(made);
+  entry = 7;
+  EXPECT_FALSE(table.insert(c.x).second);
+  EXPECT_EQ(table[c.x], 7);
+  EXPECT_EQ(table.find(c.y), nullptr);
+  Buffer *later =
+      c.fn->addBuffer(Buffer::Kind::Scratch, DType::F32, {Dim::known(4)}, "t");
+  EXPECT_EQ(later->id + 1, c.fn->bufferIds);
+  EXPECT_EQ(table.find(later), nullptr);
+  table[later] = 3;
+  EXPECT_EQ(*table.find(later), 3);
+  EXPECT_EQ(*table.find(c.x), 7);
+}
+
 TEST(LoopsIR, NodesOutliveTheirThreadAndAreReused) {
   ExprPtr made;
   StmtPtr stmt;

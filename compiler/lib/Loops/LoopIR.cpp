@@ -299,6 +299,7 @@ Buffer *LoopFunction::addBuffer(Buffer::Kind kind, DType dtype,
                                 llvm::ArrayRef<Dim> shape,
                                 llvm::StringRef name) {
   auto b = std::make_unique<Buffer>();
+  b->id = bufferIds++;
   b->kind = kind;
   b->dtype = dtype;
   b->shape.assign(shape.begin(), shape.end());

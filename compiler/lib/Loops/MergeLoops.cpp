@@ -561,7 +561,7 @@ private:
   };
   struct IterUses {
     bool ok = true;
-    llvm::SmallVector<IterSite, 4> sites;
+    llvm::SmallVector<IterSite, 2> sites;
   };
 
   /// Step 4: a scratch buffer that one loop alone touches, each access at
@@ -578,7 +578,7 @@ private:
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
         viewed.insert(b->base);
-    llvm::DenseMap<const Buffer *, IterUses> found;
+    BufferTable<IterUses> found(fn);
     std::function<void(Block &, const Stmt *)> visit = [&](Block &block,
                                                            const Stmt *loop) {
       for (size_t pos = 0; pos < block.size(); ++pos) {
@@ -605,12 +605,11 @@ private:
     visit(fn.body, nullptr);
     for (const auto &b : fn.buffers) {
       Buffer *buffer = b.get();
-      auto it = found.find(buffer);
+      IterUses *uses = found.find(buffer);
       if (buffer->kind != Buffer::Kind::Scratch || viewed.count(buffer) ||
-          it == found.end() || !it->second.ok ||
-          !oneElementPerIteration(it->second.sites))
+          !uses || !uses->ok || !oneElementPerIteration(uses->sites))
         continue;
-      for (const IterSite &x : it->second.sites)
+      for (const IterSite &x : uses->sites)
         *x.index = loops::index(0);
       buffer->kind = Buffer::Kind::Local;
       buffer->shape.clear();
@@ -653,7 +652,7 @@ private:
   /// or a call or kernel uses it) and where.
   struct Uses {
     Stmt *owner = nullptr;
-    llvm::SmallVector<Site, 4> sites;
+    llvm::SmallVector<Site, 2> sites;
   };
 
   /// Every access in `s` and the statements nested in it, as `collect`
@@ -681,8 +680,7 @@ private:
 
   void addSite(const Buffer *b, Stmt &top, Site site) {
     ++work;
-    auto [it, inserted] = uses.try_emplace(b);
-    Uses &u = it->second;
+    auto [u, inserted] = uses.insert(b);
     if (inserted)
       u.owner = &top;
     else if (u.owner != &top)
@@ -693,7 +691,7 @@ private:
       u.sites.push_back(site);
   }
 
-  llvm::DenseMap<const Buffer *, Uses> uses;
+  BufferTable<Uses> uses{fn};
   /// The index slots of loads that a shrink took out of the function, and
   /// the expressions it took out (kept, so no slot dangles).
   llvm::DenseSet<const ExprPtr *> dead;
@@ -715,23 +713,22 @@ private:
     }
     for (const auto &b : fn.buffers) {
       Buffer *buffer = b.get();
-      auto it = uses.find(buffer);
-      if (buffer->kind != Buffer::Kind::Scratch || viewed.count(buffer) ||
-          it == uses.end() || !it->second.owner ||
-          it->second.owner->kind != Stmt::Kind::For)
+      Uses *u = uses.find(buffer);
+      if (buffer->kind != Buffer::Kind::Scratch || viewed.count(buffer) || !u ||
+          !u->owner || u->owner->kind != Stmt::Kind::For)
         continue;
-      Stmt &loop = *it->second.owner;
+      Stmt &loop = *u->owner;
       // A buffer that is never read is left alone (a printer would warn
       // about a local that is only set).
       bool rows = !withCalls.count(&loop), read = false;
-      for (const Site &x : it->second.sites) {
+      for (const Site &x : u->sites) {
         if (dead.count(x.index))
           continue;
         read = read || !x.writes;
         rows = rows && isRowAccess(buffer, **x.index, loop.var, *loop.extent);
       }
       if (rows && read)
-        shrink(buffer, loop, it->second.sites);
+        shrink(buffer, loop, u->sites);
     }
   }
 

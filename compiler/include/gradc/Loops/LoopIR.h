@@ -135,6 +135,11 @@ struct Buffer {
   };
   Kind kind;
   DType dtype;
+  /// Dense and unique within its function (LoopFunction::addBuffer counts
+  /// them; an erased buffer's number is not reused): a pass's table per
+  /// buffer can be a vector of LoopFunction::bufferIds entries rather than
+  /// a hash map (a chain of 10,000 steps has 60,000 buffers).
+  unsigned id = 0;
   /// The shape as the tensor IR typed it (empty for a local).
   Shape shape;
   /// A unique printable name, the user's where there is one (`h`, `d_x`).
@@ -369,6 +374,8 @@ struct LoopFunction {
   std::vector<Buffer *> params, outputs;
   /// Every buffer, in creation order (params first).
   std::vector<std::unique_ptr<Buffer>> buffers;
+  /// One more than the largest Buffer::id given out.
+  unsigned bufferIds = 0;
   Block body;
   /// Number of loop variables used (they are numbered 0..numVars-1).
   unsigned numVars = 0;
@@ -404,6 +411,40 @@ struct LoopFunction {
 
 private:
   llvm::BumpPtrAllocator textStorage;
+};
+
+/// A table from the buffers of one function to `T`: a slot per Buffer::id
+/// and the entries of the buffers it holds, in the order they came. No
+/// hashing, and memory for the buffers held only (a pass over a long chain
+/// notes a few sites of each of 60,000 buffers).
+template <typename T> class BufferTable {
+public:
+  explicit BufferTable(const LoopFunction &fn) : slots(fn.bufferIds, none) {}
+
+  /// The entry of `b`, and whether this call made it. (A buffer added to
+  /// the function after the table was made is welcome too.)
+  std::pair<T &, bool> insert(const Buffer *b) {
+    if (b->id >= slots.size())
+      slots.resize(b->id + 1, none);
+    unsigned &slot = slots[b->id];
+    bool made = slot == none;
+    if (made) {
+      slot = entries.size();
+      entries.emplace_back();
+    }
+    return {entries[slot], made};
+  }
+  T &operator[](const Buffer *b) { return insert(b).first; }
+  /// The entry of `b`, or null.
+  T *find(const Buffer *b) {
+    unsigned slot = b->id < slots.size() ? slots[b->id] : none;
+    return slot == none ? nullptr : &entries[slot];
+  }
+
+private:
+  static constexpr unsigned none = ~0u;
+  std::vector<unsigned> slots;
+  std::vector<T> entries;
 };
 
 struct LoopModule {

@@ -238,26 +238,21 @@ public:
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
         viewed.insert(rootOf(b->base));
-    for (size_t t = 0; t < fn.body.size(); ++t)
-      walk(*fn.body[t], [&](Buffer *b) { touchedBy[rootOf(b)].insert(t); });
+    for (const StmtPtr &top : fn.body)
+      walk(*top, [&](Buffer *b) {
+        User &u = users[rootOf(b)];
+        u.many |= u.top && u.top != top.get();
+        u.top = top.get();
+      });
     for (size_t t = 0; t < fn.body.size(); ++t) {
       Stmt &loop = *fn.body[t];
-      if (loop.kind != Stmt::Kind::For || loop.parallel || !jammable(loop, t))
+      if (loop.kind != Stmt::Kind::For || loop.parallel || !jammable(loop))
         continue;
       std::vector<StmtPtr> jammed = jam(loop);
       fn.body.erase(fn.body.begin() + t);
       fn.body.insert(fn.body.begin() + t,
                      std::make_move_iterator(jammed.begin()),
                      std::make_move_iterator(jammed.end()));
-      // The statement indices of touchedBy are stale after t; a buffer of
-      // a later loop is touched by no statement before it, which is all
-      // that `jammable` asks of indices (`only in this loop`), so shift.
-      for (auto &entry : touchedBy) {
-        llvm::DenseSet<size_t> shifted;
-        for (size_t u : entry.second)
-          shifted.insert(u > t ? u + jammed.size() - 1 : u);
-        entry.second = std::move(shifted);
-      }
       t += jammed.size() - 1;
     }
   }
@@ -265,7 +260,15 @@ public:
 private:
   LoopFunction &fn;
   llvm::DenseSet<const Buffer *> viewed;
-  llvm::DenseMap<const Buffer *, llvm::DenseSet<size_t>> touchedBy;
+  /// Per buffer (by root): the top-level statement that touches it, and
+  /// whether another one does too. Statements keep their address when a
+  /// jam before them replaces a loop, so this stays true as `run` goes
+  /// (the buffers of a jammed loop are not asked about again).
+  struct User {
+    const Stmt *top = nullptr;
+    bool many = false;
+  };
+  BufferTable<User> users{fn};
 
   // Analysis of the loop being looked at.
   /// Rows per iteration of the jammed loop (`jamFactor`).
@@ -462,7 +465,7 @@ private:
     return 4;
   }
 
-  bool jammable(const Stmt &loop, size_t t) {
+  bool jammable(const Stmt &loop) {
     privates.clear();
     columnSums.clear();
     columnOrder.clear();
@@ -494,8 +497,8 @@ private:
         onlyAdds &= a.write && a.write->kind == Stmt::Kind::Accumulate;
         tops.insert(a.top);
       }
-      const llvm::DenseSet<size_t> &users = touchedBy[b];
-      bool onlyHere = users.size() == 1 && users.count(t);
+      const User *user = users.find(b);
+      bool onlyHere = user && user->top == &loop && !user->many;
       bool kindOk = b->kind == Buffer::Kind::Local ||
                     b->kind == Buffer::Kind::Stack ||
                     (b->kind == Buffer::Kind::Scratch && !b->count);

@@ -131,7 +131,7 @@ emit::findTransposedOperands(const LoopFunction &fn,
                              llvm::function_ref<bool(const Stmt &)> wanted,
                              bool batches) {
   TransposedOperands found;
-  llvm::DenseMap<const Buffer *, unsigned> uses = countUses(fn);
+  BufferTable<unsigned> uses = countUses(fn);
   for (size_t i = 0; i + 1 < fn.body.size(); ++i) {
     // The nest, alone or in a loop over a batch of matrices (with
     // `batches`: the gradient of a batched product, GMM's
@@ -155,7 +155,7 @@ emit::findTransposedOperands(const LoopFunction &fn,
     const Buffer *t = store.buffer;
     const Expr &v = *store.value;
     if ((t->kind != Buffer::Kind::Scratch && t->kind != Buffer::Kind::Stack) ||
-        uses[t] != 2 || v.kind != Expr::Kind::Load ||
+        uses.lookup(t) != 2 || v.kind != Expr::Kind::Load ||
         v.buffer->dtype != t->dtype || v.buffer == t ||
         (v.buffer->kind == Buffer::Kind::Param && v.buffer->shape.empty()) ||
         v.buffer->kind == Buffer::Kind::Local)

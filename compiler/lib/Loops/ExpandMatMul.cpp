@@ -198,7 +198,7 @@ public:
 private:
   LoopFunction &fn;
   /// How many statements (and views) refer to each buffer.
-  llvm::DenseMap<const Buffer *, unsigned> uses;
+  BufferTable<unsigned> uses;
   llvm::DenseSet<Buffer *> dead;
 
   static bool writes(const Stmt &s, const Buffer *x) {
@@ -293,7 +293,7 @@ private:
                       int64_t k, int64_t n, Transpose &tr, size_t &nestAt) {
     const Stmt &s = *block[at];
     Buffer *t = s.inputs[op];
-    if (s.inputs[1 - op] == t || uses[t] != 2 ||
+    if (s.inputs[1 - op] == t || uses.lookup(t) != 2 ||
         !isIndexConst(*s.operands[op + 1], 0))
       return;
     for (size_t j = at; j-- > 0;) {

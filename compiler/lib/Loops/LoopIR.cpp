@@ -544,9 +544,8 @@ bool loops::isRowStoreLoop(const Stmt &s) {
   return ok && loads;
 }
 
-llvm::DenseMap<const Buffer *, unsigned>
-loops::countUses(const LoopFunction &fn) {
-  llvm::DenseMap<const Buffer *, unsigned> uses;
+BufferTable<unsigned> loops::countUses(const LoopFunction &fn) {
+  BufferTable<unsigned> uses(fn);
   walk(fn.body, [&](const Stmt &s) {
     walkExprs(s, [&](const Expr &e) {
       if (e.kind == Expr::Kind::Load)

@@ -520,7 +520,7 @@ static bool lowerFunction(const ir::Module &module, const ir::Function &src,
   // 4. Views that nothing reads (a returned reshape whose value was
   // computed in its output) go.
   for (bool removed = true; removed;) {
-    llvm::DenseMap<const Buffer *, unsigned> uses = countUses(fn);
+    BufferTable<unsigned> uses = countUses(fn);
     removed = false;
     std::erase_if(fn.buffers, [&](const std::unique_ptr<Buffer> &b) {
       if (b->kind != Buffer::Kind::Alias || uses.lookup(b.get()))

@@ -37,11 +37,15 @@ constexpr unsigned maxRounds = 16;
 /// compile time of a gradient of 10,000 steps).
 class Fingerprint {
 public:
-  explicit Fingerprint(const Module &module) {
+  /// `expected`: the words of the last round's, about as many (one
+  /// allocation, not a vector grown by doubling and copied).
+  explicit Fingerprint(const Module &module, size_t expected = 0) {
+    words.reserve(expected);
     for (const auto &fn : module.getFunctions())
       addFunction(*fn);
   }
   bool operator==(const Fingerprint &o) const { return words == o.words; }
+  size_t size() const { return words.size(); }
 
 private:
   std::vector<uint64_t> words;
@@ -140,7 +144,7 @@ bool gradc::runCanonicalize(Module &module, DiagnosticEngine &diags) {
         !timed("cse", runCSE) || !timed("dce", runDCE))
       return false;
     TimeRegion region("fingerprint");
-    Fingerprint after(module);
+    Fingerprint after(module, before.size() + before.size() / 8);
     if (after == before)
       break;
     before = std::move(after);

@@ -419,6 +419,7 @@ private:
 /// notes a few sites of each of 60,000 buffers).
 template <typename T> class BufferTable {
 public:
+  BufferTable() = default;
   explicit BufferTable(const LoopFunction &fn) : slots(fn.bufferIds, none) {}
 
   /// The entry of `b`, and whether this call made it. (A buffer added to
@@ -439,6 +440,11 @@ public:
   T *find(const Buffer *b) {
     unsigned slot = b->id < slots.size() ? slots[b->id] : none;
     return slot == none ? nullptr : &entries[slot];
+  }
+  /// The entry of `b`, or T() when it has none.
+  T lookup(const Buffer *b) const {
+    unsigned slot = b->id < slots.size() ? slots[b->id] : none;
+    return slot == none ? T() : entries[slot];
   }
 
 private:
@@ -527,7 +533,7 @@ bool isRowStoreLoop(const Stmt &s);
 /// call's or kernel's operand each count once; a view counts twice for
 /// its base, so that a buffer seen through a view is never taken for one
 /// that a single statement uses).
-llvm::DenseMap<const Buffer *, unsigned> countUses(const LoopFunction &fn);
+BufferTable<unsigned> countUses(const LoopFunction &fn);
 
 /// Walks every statement of a block, nested ones included, in order.
 void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);

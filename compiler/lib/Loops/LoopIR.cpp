@@ -10,6 +10,7 @@
 #include "gradc/IR/Interpreter.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/Twine.h"
 
 #include <cassert>
 #include <cmath>
@@ -304,15 +305,18 @@ Buffer *LoopFunction::addBuffer(Buffer::Kind kind, DType dtype,
   b->dtype = dtype;
   b->shape.assign(shape.begin(), shape.end());
   // Names are unique within a function: the user's name, then `name.1`...
-  std::string base = name.empty() ? "t" : name.str(), unique = base;
-  if (bufferNames.count(unique)) {
+  llvm::StringRef base = name.empty() ? "t" : name;
+  auto taken = bufferNames.try_emplace(base, 1);
+  if (taken.second) {
+    b->name = base.str();
+  } else {
     unsigned &n = nextSuffix[base];
+    std::string unique;
     do
-      unique = base + "." + std::to_string(++n);
-    while (bufferNames.count(unique));
+      unique = (llvm::Twine(base) + "." + llvm::Twine(++n)).str();
+    while (!bufferNames.try_emplace(unique, 1).second);
+    b->name = std::move(unique);
   }
-  bufferNames[unique] = 1;
-  b->name = unique;
   buffers.push_back(std::move(b));
   return buffers.back().get();
 }

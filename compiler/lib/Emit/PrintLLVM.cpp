@@ -255,6 +255,7 @@ private:
   llvm::Value *constant(ScalarType t, double v);
   llvm::Value *maximum(llvm::Value *a, llvm::Value *c);
   llvm::Value *minimum(llvm::Value *a, llvm::Value *c);
+  llvm::Value *laneExtremum(Combiner c, llvm::Value *old, llvm::Value *v);
   llvm::Value *combine(Combiner c, ScalarType t, llvm::Value *old,
                        llvm::Value *v);
 
@@ -957,6 +958,23 @@ llvm::Value *FunctionPrinter::minimum(llvm::Value *a, llvm::Value *c) {
   return b.CreateSelect(takeC, c, a);
 }
 
+/// A `max=` (`min=`) into the lanes of a maximum redone in order for 0
+/// and NaN (Buffer::zeroSignFree): `v` if it is NaN, else `v > old ? v :
+/// old`, so NaN in either stays NaN and of two equal zeros `old` stays
+/// (either may). The outer select keeps `v` where `v` is NaN: x86 makes
+/// it a vmaxps (maxps is exactly the inner select) merge-masked by
+/// `ord v` into `v`, so the chain through `old` is that vmaxps alone.
+/// llvm.maximum nsz, lowered as vmaxps and then a blend of `v` where it
+/// is NaN, puts the blend on the chain too: 5 cycles a step, not 4 (K3's
+/// row maximum 1.3x the C++ backend's, docs/Performance.md, session 18).
+llvm::Value *FunctionPrinter::laneExtremum(Combiner c, llvm::Value *old,
+                                           llvm::Value *v) {
+  llvm::Value *better =
+      c == Combiner::Max ? b.CreateFCmpOGT(v, old) : b.CreateFCmpOLT(v, old);
+  llvm::Value *m = b.CreateSelect(better, v, old);
+  return b.CreateSelect(b.CreateFCmpORD(v, v), m, v);
+}
+
 llvm::Value *FunctionPrinter::combine(Combiner c, ScalarType t,
                                       llvm::Value *old, llvm::Value *v) {
   bool isFloat = isFloatType(t);
@@ -1231,16 +1249,8 @@ void FunctionPrinter::stmt(const Stmt &s) {
     llvm::Value *idx = expr(*s.index);
     llvm::Value *old = loadElement(s.buffer, idx);
     if (s.buffer->zeroSignFree && s.combiner != Combiner::Add) {
-      // The lanes of a maximum redone for 0 and NaN (LoopIR.h): the new
-      // value first, so that the chain through `old` is vmaxps and a
-      // blend on a mask of `v` alone.
-      llvm::Value *m = b.CreateBinaryIntrinsic(s.combiner == Combiner::Max
-                                                   ? llvm::Intrinsic::maximum
-                                                   : llvm::Intrinsic::minimum,
-                                               v, old);
-      if (auto *call = llvm::dyn_cast<llvm::Instruction>(m))
-        call->setHasNoSignedZeros(true);
-      storeElement(s.buffer, idx, m);
+      // The lanes of a maximum redone for 0 and NaN (LoopIR.h).
+      storeElement(s.buffer, idx, laneExtremum(s.combiner, old, v));
       return;
     }
     storeElement(s.buffer, idx,

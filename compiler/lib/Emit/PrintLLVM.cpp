@@ -262,6 +262,7 @@ private:
   // Statements.
   void block(const Block &blk);
   void stmt(const Stmt &s);
+  void nestedStmt(const Stmt &s);
   void kernel(const Stmt &s);
   /// A kernel's operand: `buf[off + row * ld + col]`, or, for a source
   /// read in place (TransposedOperands.h), `buf[col * ld + row]`.
@@ -271,6 +272,8 @@ private:
     bool transposed;
   };
   Operand kernelOperand(const Stmt &s, unsigned i);
+  Operand blasOperand(const Stmt &s, unsigned i, Operand loopsOperand);
+  bool blasMayTake(const Stmt &s) const;
   llvm::BasicBlock *narrowKernel(const Stmt &s, int64_t n, Operand a,
                                  Operand bm, llvm::Value *zOff, llvm::Value *m,
                                  llvm::Value *k);
@@ -306,6 +309,10 @@ private:
   llvm::DenseMap<const Stmt *, llvm::Value *> rows;
   /// The transposes that narrow kernels read from their sources.
   TransposedOperands transposed;
+  /// The transposes of the other kernels that CBLAS may take: CBLAS reads
+  /// their sources transposed; the kernel's loops, run below blasMinWork,
+  /// store them first (their nests are printed there, not in place).
+  TransposedOperands blasTransposed;
   /// The accumulators of the narrow kernels, by function and vector
   /// type: allocas that every such kernel of the function shares.
   std::map<std::pair<llvm::Function *, llvm::Type *>,
@@ -1211,8 +1218,13 @@ void FunctionPrinter::block(const Block &blk) {
 }
 
 void FunctionPrinter::stmt(const Stmt &s) {
-  if (transposed.elided.contains(&s))
+  if (transposed.elided.contains(&s) || blasTransposed.elided.contains(&s))
     return;
+  nestedStmt(s);
+}
+
+/// `s`, even a nest that `stmt` leaves out.
+void FunctionPrinter::nestedStmt(const Stmt &s) {
   switch (s.kind) {
   case Stmt::Kind::For:
     if (s.parallel) {
@@ -1278,6 +1290,32 @@ FunctionPrinter::Operand FunctionPrinter::kernelOperand(const Stmt &s,
   return {s.inputs[i], expr(*s.operands[i + 1]), false};
 }
 
+/// Operand `i` of kernel `s` for CBLAS: its source, transposed, when the
+/// transpose is one of blasTransposed's, else the loops' operand.
+FunctionPrinter::Operand FunctionPrinter::blasOperand(const Stmt &s, unsigned i,
+                                                      Operand loopsOperand) {
+  if (const Buffer *from = blasTransposed.from.lookup(s.inputs[i]))
+    return {from, i64(0), true};
+  return loopsOperand;
+}
+
+/// Whether branchToBlas may call CBLAS for kernel `s`: BLAS on, f32/f64
+/// data and result, and sizes that are not known to be small.
+bool FunctionPrinter::blasMayTake(const Stmt &s) const {
+  DType t = s.outputs[0]->dtype;
+  if (!ms.options.blas || (t != DType::F32 && t != DType::F64) ||
+      s.inputs[0]->dtype != t || s.inputs[1]->dtype != t)
+    return false;
+  int64_t work = 1;
+  for (unsigned i = 3; i < 6; ++i) {
+    const Expr &size = *s.operands[i];
+    if (size.kind != Expr::Kind::Const)
+      return true;
+    work *= int64_t(size.value);
+  }
+  return work >= blasMinWork;
+}
+
 /// z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j], summed
 /// in increasing p in the accumulator type, as EmitLLVM's matmul: for each
 /// row i, a row of accumulators (the result row itself when the types
@@ -1299,8 +1337,12 @@ void FunctionPrinter::kernel(const Stmt &s) {
     return add ? b.CreateNSWAdd(x, y) : b.CreateNSWMul(x, y);
   };
   llvm::BasicBlock *blasDone = branchToBlas(
-      s, a, bm, b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff),
-      m, k, n);
+      s, blasOperand(s, 0, a), blasOperand(s, 1, bm),
+      b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff), m, k, n);
+  // The loops read the transposes that CBLAS reads in place.
+  for (const Buffer *t : s.inputs)
+    if (const Stmt *nest = blasTransposed.nestOf.lookup(t))
+      nestedStmt(*nest);
   llvm::BasicBlock *narrowDone = nullptr;
   if (int64_t columns = narrowColumns(s))
     narrowDone = narrowKernel(s, columns, a, bm, zOff, m, k);
@@ -2000,6 +2042,9 @@ void FunctionPrinter::run() {
   findAddressedLocals();
   transposed = findTransposedOperands(
       fn, [](const Stmt &kernel) { return narrowColumns(kernel) != 0; });
+  blasTransposed = findTransposedOperands(fn, [&](const Stmt &kernel) {
+    return narrowColumns(kernel) == 0 && blasMayTake(kernel);
+  });
   prologue();
   storage();
   for (const auto &buf : fn.buffers)

@@ -19,6 +19,24 @@ int main() {
   status = blas_big_grad(M, K, N, a.data(), b.data(), da.data(), db.data());
   // d a[m, k] = sum_n b[k, n] = N (k + 1); d b[k, n] = M.
   std::printf("big_grad %d %.1f %.1f %.1f\n", status, da[0], da[K - 1], db[7]);
+  {
+    // 3 x 4 x 5, below blasMinWork: the loops, which read the transposes
+    // of b and a that CBLAS reads in place (the LLVM backend stores them
+    // there). a[m, k] = m + 2 k, b[k, n] = k n + 1: d a[m, k] = sum_n
+    // b[k, n] = 10 k + 5, d b[k, n] = sum_m a[m, k] = 3 + 6 k.
+    const int64_t m = 3, k = 4, n = 5;
+    std::vector<float> sa(m * k), sb(k * n), sda(m * k), sdb(k * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p)
+        sa[i * k + p] = float(i + 2 * p);
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j)
+        sb[p * n + j] = float(p * j + 1);
+    status = blas_big_grad(m, k, n, sa.data(), sb.data(), sda.data(),
+                           sdb.data());
+    std::printf("small_big_grad %d %.1f %.1f %.1f %.1f\n", status, sda[0],
+                sda[2 * k + 3], sdb[0], sdb[3 * n + 4]);
+  }
   // h[b, i] = i + 1, w = 1: sum(h @ w) = 2 B H (H + 1) / 2, and
   // d w[i, j] = sum_b h[b, i] = B (i + 1).
   const int64_t B = 1000, H = 50; // 100000 multiply-adds: CBLAS

@@ -255,12 +255,14 @@ private:
   llvm::Value *constant(ScalarType t, double v);
   llvm::Value *maximum(llvm::Value *a, llvm::Value *c);
   llvm::Value *minimum(llvm::Value *a, llvm::Value *c);
+  llvm::Value *laneExtremum(Combiner c, llvm::Value *old, llvm::Value *v);
   llvm::Value *combine(Combiner c, ScalarType t, llvm::Value *old,
                        llvm::Value *v);
 
   // Statements.
   void block(const Block &blk);
   void stmt(const Stmt &s);
+  void nestedStmt(const Stmt &s);
   void kernel(const Stmt &s);
   /// A kernel's operand: `buf[off + row * ld + col]`, or, for a source
   /// read in place (TransposedOperands.h), `buf[col * ld + row]`.
@@ -270,6 +272,8 @@ private:
     bool transposed;
   };
   Operand kernelOperand(const Stmt &s, unsigned i);
+  Operand blasOperand(const Stmt &s, unsigned i, Operand loopsOperand);
+  bool blasMayTake(const Stmt &s) const;
   llvm::BasicBlock *narrowKernel(const Stmt &s, int64_t n, Operand a,
                                  Operand bm, llvm::Value *zOff, llvm::Value *m,
                                  llvm::Value *k);
@@ -305,6 +309,10 @@ private:
   llvm::DenseMap<const Stmt *, llvm::Value *> rows;
   /// The transposes that narrow kernels read from their sources.
   TransposedOperands transposed;
+  /// The transposes of the other kernels that CBLAS may take: CBLAS reads
+  /// their sources transposed; the kernel's loops, run below blasMinWork,
+  /// store them first (their nests are printed there, not in place).
+  TransposedOperands blasTransposed;
   /// The accumulators of the narrow kernels, by function and vector
   /// type: allocas that every such kernel of the function shares.
   std::map<std::pair<llvm::Function *, llvm::Type *>,
@@ -957,6 +965,23 @@ llvm::Value *FunctionPrinter::minimum(llvm::Value *a, llvm::Value *c) {
   return b.CreateSelect(takeC, c, a);
 }
 
+/// A `max=` (`min=`) into the lanes of a maximum redone in order for 0
+/// and NaN (Buffer::zeroSignFree): `v` if it is NaN, else `v > old ? v :
+/// old`, so NaN in either stays NaN and of two equal zeros `old` stays
+/// (either may). The outer select keeps `v` where `v` is NaN: x86 makes
+/// it a vmaxps (maxps is exactly the inner select) merge-masked by
+/// `ord v` into `v`, so the chain through `old` is that vmaxps alone.
+/// llvm.maximum nsz, lowered as vmaxps and then a blend of `v` where it
+/// is NaN, puts the blend on the chain too: 5 cycles a step, not 4 (K3's
+/// row maximum 1.3x the C++ backend's, docs/Performance.md, session 18).
+llvm::Value *FunctionPrinter::laneExtremum(Combiner c, llvm::Value *old,
+                                           llvm::Value *v) {
+  llvm::Value *better =
+      c == Combiner::Max ? b.CreateFCmpOGT(v, old) : b.CreateFCmpOLT(v, old);
+  llvm::Value *m = b.CreateSelect(better, v, old);
+  return b.CreateSelect(b.CreateFCmpORD(v, v), m, v);
+}
+
 llvm::Value *FunctionPrinter::combine(Combiner c, ScalarType t,
                                       llvm::Value *old, llvm::Value *v) {
   bool isFloat = isFloatType(t);
@@ -1193,8 +1218,13 @@ void FunctionPrinter::block(const Block &blk) {
 }
 
 void FunctionPrinter::stmt(const Stmt &s) {
-  if (transposed.elided.contains(&s))
+  if (transposed.elided.contains(&s) || blasTransposed.elided.contains(&s))
     return;
+  nestedStmt(s);
+}
+
+/// `s`, even a nest that `stmt` leaves out.
+void FunctionPrinter::nestedStmt(const Stmt &s) {
   switch (s.kind) {
   case Stmt::Kind::For:
     if (s.parallel) {
@@ -1231,16 +1261,8 @@ void FunctionPrinter::stmt(const Stmt &s) {
     llvm::Value *idx = expr(*s.index);
     llvm::Value *old = loadElement(s.buffer, idx);
     if (s.buffer->zeroSignFree && s.combiner != Combiner::Add) {
-      // The lanes of a maximum redone for 0 and NaN (LoopIR.h): the new
-      // value first, so that the chain through `old` is vmaxps and a
-      // blend on a mask of `v` alone.
-      llvm::Value *m = b.CreateBinaryIntrinsic(s.combiner == Combiner::Max
-                                                   ? llvm::Intrinsic::maximum
-                                                   : llvm::Intrinsic::minimum,
-                                               v, old);
-      if (auto *call = llvm::dyn_cast<llvm::Instruction>(m))
-        call->setHasNoSignedZeros(true);
-      storeElement(s.buffer, idx, m);
+      // The lanes of a maximum redone for 0 and NaN (LoopIR.h).
+      storeElement(s.buffer, idx, laneExtremum(s.combiner, old, v));
       return;
     }
     storeElement(s.buffer, idx,
@@ -1268,6 +1290,35 @@ FunctionPrinter::Operand FunctionPrinter::kernelOperand(const Stmt &s,
   return {s.inputs[i], expr(*s.operands[i + 1]), false};
 }
 
+/// Operand `i` of kernel `s` for CBLAS: its source, transposed, when the
+/// transpose is one of blasTransposed's, else the loops' operand.
+FunctionPrinter::Operand FunctionPrinter::blasOperand(const Stmt &s, unsigned i,
+                                                      Operand loopsOperand) {
+  if (const Buffer *from = blasTransposed.from.lookup(s.inputs[i]))
+    return {from, i64(0), true};
+  return loopsOperand;
+}
+
+/// Whether branchToBlas will likely call CBLAS for kernel `s`: BLAS on,
+/// f32/f64 data and result, and the known sizes' product at least
+/// blasMinWork / 64, so that the unknown ones reach blasMinWork from 64
+/// (K1's `transpose(x) @ d_z`, 784 x 256 x B, and `d_logits @
+/// transpose(w2)`, B x 10 x 256). Not the spiral's products of two rows or
+/// columns (B x 2 x H, 2 x B x H, under blasMinWork at B = 200, H = 64):
+/// their transposes stored in the branch of the loops made its gradient
+/// 7% slower in the f32 order (A/B, session 18).
+bool FunctionPrinter::blasMayTake(const Stmt &s) const {
+  DType t = s.outputs[0]->dtype;
+  if (!ms.options.blas || (t != DType::F32 && t != DType::F64) ||
+      s.inputs[0]->dtype != t || s.inputs[1]->dtype != t)
+    return false;
+  int64_t knownWork = 1;
+  for (unsigned i = 3; i < 6; ++i)
+    if (const Expr &size = *s.operands[i]; size.kind == Expr::Kind::Const)
+      knownWork *= int64_t(size.value);
+  return knownWork >= blasMinWork / 64;
+}
+
 /// z[zOff + i*N + j] = sum_p a[aOff + i*K + p] * b[bOff + p*N + j], summed
 /// in increasing p in the accumulator type, as EmitLLVM's matmul: for each
 /// row i, a row of accumulators (the result row itself when the types
@@ -1289,8 +1340,12 @@ void FunctionPrinter::kernel(const Stmt &s) {
     return add ? b.CreateNSWAdd(x, y) : b.CreateNSWMul(x, y);
   };
   llvm::BasicBlock *blasDone = branchToBlas(
-      s, a, bm, b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff),
-      m, k, n);
+      s, blasOperand(s, 0, a), blasOperand(s, 1, bm),
+      b.CreateInBoundsGEP(memoryType(z->dtype), pointerOf(z), zOff), m, k, n);
+  // The loops read the transposes that CBLAS reads in place.
+  for (const Buffer *t : s.inputs)
+    if (const Stmt *nest = blasTransposed.nestOf.lookup(t))
+      nestedStmt(*nest);
   llvm::BasicBlock *narrowDone = nullptr;
   if (int64_t columns = narrowColumns(s))
     narrowDone = narrowKernel(s, columns, a, bm, zOff, m, k);
@@ -1990,6 +2045,9 @@ void FunctionPrinter::run() {
   findAddressedLocals();
   transposed = findTransposedOperands(
       fn, [](const Stmt &kernel) { return narrowColumns(kernel) != 0; });
+  blasTransposed = findTransposedOperands(fn, [&](const Stmt &kernel) {
+    return narrowColumns(kernel) == 0 && blasMayTake(kernel);
+  });
   prologue();
   storage();
   for (const auto &buf : fn.buffers)

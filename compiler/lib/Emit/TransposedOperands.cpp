@@ -228,6 +228,7 @@ emit::findTransposedOperands(const LoopFunction &fn,
         continue;
       found.from[t] = v.buffer;
       found.elided.insert(batch ? batch : &outer);
+      found.nestOf[t] = batch ? batch : &outer;
     }
   }
   return found;

@@ -19,6 +19,23 @@ int main() {
   status = blas_big_grad(M, K, N, a.data(), b.data(), da.data(), db.data());
   // d a[m, k] = sum_n b[k, n] = N (k + 1); d b[k, n] = M.
   std::printf("big_grad %d %.1f %.1f %.1f\n", status, da[0], da[K - 1], db[7]);
+  // wide: x[b, i] = i + b, w[i, j] = j + 1: d x[b, i] = sum_j w[i, j] =
+  // 528, d w[i, j] = sum_b x[b, i] = B i + B (B - 1) / 2. B = 100 calls
+  // CBLAS (153600 multiply-adds), B = 3 the loops (4608), which read the
+  // transposes that CBLAS reads in place (the LLVM backend stores them
+  // there).
+  for (int64_t wb : {100, 3}) {
+    std::vector<float> x(wb * 48), ww(48 * 32), dx(wb * 48), dw(48 * 32);
+    for (int64_t r = 0; r < wb; ++r)
+      for (int64_t i = 0; i < 48; ++i)
+        x[r * 48 + i] = float(i + r);
+    for (int64_t i = 0; i < 48; ++i)
+      for (int64_t j = 0; j < 32; ++j)
+        ww[i * 32 + j] = float(j + 1);
+    status = blas_wide_grad(wb, x.data(), ww.data(), dx.data(), dw.data());
+    std::printf("wide_grad %d %.1f %.1f %.1f %.1f\n", status, dx[0],
+                dx[(wb - 1) * 48 + 47], dw[0], dw[47 * 32 + 5]);
+  }
   // h[b, i] = i + 1, w = 1: sum(h @ w) = 2 B H (H + 1) / 2, and
   // d w[i, j] = sum_b h[b, i] = B (i + 1).
   const int64_t B = 1000, H = 50; // 100000 multiply-adds: CBLAS

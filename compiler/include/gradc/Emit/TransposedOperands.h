@@ -22,6 +22,9 @@ struct TransposedOperands {
   llvm::DenseMap<const loops::Buffer *, const loops::Buffer *> from;
   /// The nests that stored those copies: not printed.
   llvm::DenseSet<const loops::Stmt *> elided;
+  /// The nest of each copy (a key of `from`): the loop over a batch when
+  /// there is one.
+  llvm::DenseMap<const loops::Buffer *, const loops::Stmt *> nestOf;
 };
 
 /// Finds the nests `for i < R { for j < C { t[i * C + j] = x[j * R + i] } }`

@@ -157,7 +157,8 @@ struct Buffer {
   /// is computed again in order when the lanes give 0 or NaN: a `max=`
   /// into them may keep either zero of two equal zeros (every other value
   /// has one representation, and NaN still gives NaN). The LLVM printer
-  /// uses llvm.maximum with `nsz` there, one vmaxps and one blend.
+  /// keeps `old` unless the new value is greater or NaN there
+  /// (laneExtremum): one vmaxps merge-masked into the new value.
   bool zeroSignFree = false;
   /// For Scratch whose length no tensor type gives (the snapshots of a
   /// checkpointed loop): its element count, an index expression of the

@@ -214,6 +214,7 @@ private:
   void forLoop(const Stmt &s);
   bool dotColumns(const Stmt &s);
   bool widenedLanes(const Stmt &s);
+  void endFirstCopy(const Stmt &s);
   void laneLoopHead(const Stmt &s, const std::string &v);
   std::vector<const Buffer *> beginLaneVectors(const Stmt &s);
   void endLaneVectors(const std::vector<const Buffer *> &lanes);
@@ -921,6 +922,13 @@ bool FunctionPrinter::dotColumns(const Stmt &s) {
   line(acc + " = " + col + "[" + i + "];");
   for (size_t k = 2; k < s.body.size(); ++k)
     stmt(*s.body[k]);
+  endFirstCopy(s);
+  return true;
+}
+
+/// Ends the first of the two copies of loop `s` that dotColumns and
+/// widenedLanes print: its loop, the block around it, then `#else`.
+void FunctionPrinter::endFirstCopy(const Stmt &s) {
   indent -= 2;
   --depth;
   line("}");
@@ -928,7 +936,6 @@ bool FunctionPrinter::dotColumns(const Stmt &s) {
   indent -= 2;
   line("}");
   line("#else");
-  return true;
 }
 
 /// dotColumns' column loop reads the factor that differs between rows at
@@ -1132,13 +1139,7 @@ bool FunctionPrinter::widenedLanes(const Stmt &s) {
     stmt(*st);
   widenedTerms.clear();
   laneVar.clear();
-  indent -= 2;
-  --depth;
-  line("}");
-  loopVars.erase(s.var);
-  indent -= 2;
-  line("}");
-  line("#else");
+  endFirstCopy(s);
   return true;
 }
 

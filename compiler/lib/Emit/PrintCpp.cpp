@@ -1036,9 +1036,10 @@ static bool readsAny(const Expr &e,
 /// f32, then these statements, the terms converted to f64 8 at a time in
 /// between. Each loop runs all 8 lanes before the next: so neither may
 /// write what the other reads or writes (these statements read their
-/// terms through the copy). The lanes' own sum stays in the first loop:
-/// GCC keeps the lanes in registers there (through a copy, in memory).
-/// Empty if the loop may not run so, or has no such statement.
+/// terms through the copy). The lanes' own sum stays in the first loop
+/// (beginLaneVectors keeps the lanes in registers; with their terms
+/// through a copy in the second loop, GCC kept them in memory). Empty if
+/// the loop may not run so, or has no such statement.
 static std::vector<const Stmt *> widenedStatements(const Stmt &s) {
   if (s.extent->kind != Expr::Kind::Const ||
       int64_t(s.extent->value) != ir::reductionLanes)
@@ -1080,17 +1081,19 @@ static std::vector<const Stmt *> widenedStatements(const Stmt &s) {
   return wide;
 }
 
-/// A lane loop whose statements add f32 terms to f64 sums (the lanes, a
-/// column's sum) is printed as two loops, when widenedStatements allows:
+/// A lane loop that also adds f32 terms to f64 sums other than its lanes
+/// (K5's column sums of d_beta and d_gamma), when widenedStatements
+/// allows, is printed twice: under GRADC_WIDEN_COLUMNS (GCC) as two loops,
 /// the f32 work, which stores each such term in `terms[n][k]`, then
 /// gradc::widen8 of each row of terms into `wide[n]`, then the f64 sums,
-/// which add `wide[n][k]`. GCC vectorises a loop of 8 lanes in vectors of
-/// one size, so it converts 8 floats to f64 as two halves of 4, with a
-/// shuffle between (three instructions on the shuffle port for one);
-/// widen8 converts all 8 at once (K5's gradient, default order, g++ -O3
-/// -march=native: 294 to 255 us). Every sum adds the same terms in the
-/// same order: the same bits. Returns false, printing nothing, for a loop
-/// it does not apply to.
+/// which add `wide[n][k]`; else (Clang) as it is. GCC vectorises a loop of
+/// 8 lanes with vectors of one size, so it converts 8 floats to f64 as two
+/// halves of 4 with a shuffle between (three shuffle-port instructions
+/// where one does); widen8 converts all 8 at once. K5's gradient, default
+/// order, g++ -O3 -march=native: 298 us, 300 with this alone, 290 with
+/// beginLaneVectors alone, 257 with both; Clang: 546 us as one loop, 621
+/// as two. Every sum adds the same terms in the same order: the same bits.
+/// Returns false, printing nothing, for a loop it does not apply to.
 bool FunctionPrinter::widenedLanes(const Stmt &s) {
   std::vector<const Stmt *> wide = widenedStatements(s);
   if (wide.empty())
@@ -1196,11 +1199,12 @@ static std::vector<const Buffer *> vectorLanes(const Stmt &s) {
 /// lanes in a gradc::Lanes8 (an <8 x double> vector where the compiler has
 /// vector extensions) from before the loop to after it, and each lane loop
 /// stores its terms in an f32 array that Lanes8::add converts and adds in
-/// one step. GCC, as it converts a lane loop's terms four at a time
-/// (widenedLanes), adds them to the lanes as two halves; and with the
-/// lanes in an array beside another loop's column sums it kept them in
-/// memory (K5's gradient: 298 to 255 us with widenedLanes). Lane k still
-/// adds term k of each chunk in order: the same bits.
+/// one step, where GCC converts a lane loop's terms four at a time and
+/// adds them to the lanes as two halves (widenedLanes; K5's gradient, with
+/// it: 298 to 257 us). Lane k still adds term k of each chunk in order:
+/// the same bits. (GMM's forward, rows of 10 in one chunk, 381 to 509 us:
+/// Lanes8 loads the lanes just zeroed, a load no single store forwards
+/// to; see Performance.md, session 18.)
 std::vector<const Buffer *> FunctionPrinter::beginLaneVectors(const Stmt &s) {
   std::vector<const Buffer *> lanes = vectorLanes(s);
   if (lanes.empty())

@@ -1254,7 +1254,7 @@ private:
 // A lane loop that also adds f32 terms to f64 sums other than its lanes
 // (K5's column sums) is printed twice (PrintCpp's widenedLanes): for GCC
 // as two loops with the terms converted between them by widen8 (K5's
-// gradient: 298 to 255 us, with Lanes8), as one loop for the rest (Clang:
+// gradient: 298 to 257 us, with Lanes8), as one loop for the rest (Clang:
 // 546 us as one, 621 as two). Both add the same terms in the same order.
 #if defined(__GNUC__) && !defined(__clang__)
 #define GRADC_WIDEN_COLUMNS 1

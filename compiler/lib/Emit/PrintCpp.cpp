@@ -1159,15 +1159,25 @@ void FunctionPrinter::laneLoopHead(const Stmt &s, const std::string &v) {
 /// The lane sums `lanes[k] += f64(t)` of an 8-lane f64 sum (a Stack
 /// buffer) in the lane loops of chunk loop `s`, where nothing else in `s`
 /// touches them (the rest loop after it, the tree that combines them, do).
+/// Only where `s` holds several lane loops (the rows that `jam` put
+/// together): a chunk loop of one sum gained nothing, and where its lanes
+/// were just zeroed Lanes8 reloads them (GMM's forward 15-34% and K2's
+/// 7-26% slower; Performance.md, session 18).
 static std::vector<const Buffer *> vectorLanes(const Stmt &s) {
   if (s.kind != Stmt::Kind::For || s.parallel)
+    return {};
+  auto isLanes8 = [](const Stmt &c) {
+    return c.kind == Stmt::Kind::For && loops::isLaneLoop(c) &&
+           c.extent->kind == Expr::Kind::Const &&
+           int64_t(c.extent->value) == ir::reductionLanes;
+  };
+  if (llvm::count_if(s.body, [&](const StmtPtr &c) { return isLanes8(*c); }) <
+      2)
     return {};
   llvm::SmallVector<const Buffer *, 4> found;
   llvm::SmallPtrSet<const Stmt *, 4> sums;
   for (const StmtPtr &c : s.body) {
-    if (c->kind != Stmt::Kind::For || !loops::isLaneLoop(*c) ||
-        c->extent->kind != Expr::Kind::Const ||
-        int64_t(c->extent->value) != ir::reductionLanes)
+    if (!isLanes8(*c))
       continue;
     for (const StmtPtr &st : c->body)
       if (st->kind == Stmt::Kind::Accumulate && st->combiner == Combiner::Add &&
@@ -1202,9 +1212,7 @@ static std::vector<const Buffer *> vectorLanes(const Stmt &s) {
 /// one step, where GCC converts a lane loop's terms four at a time and
 /// adds them to the lanes as two halves (widenedLanes; K5's gradient, with
 /// it: 298 to 257 us). Lane k still adds term k of each chunk in order:
-/// the same bits. (GMM's forward, rows of 10 in one chunk, 381 to 509 us:
-/// Lanes8 loads the lanes just zeroed, a load no single store forwards
-/// to; see Performance.md, session 18.)
+/// the same bits. Only in chunk loops of several lane loops (vectorLanes).
 std::vector<const Buffer *> FunctionPrinter::beginLaneVectors(const Stmt &s) {
   std::vector<const Buffer *> lanes = vectorLanes(s);
   if (lanes.empty())

@@ -213,6 +213,13 @@ private:
   void stmt(const Stmt &s);
   void forLoop(const Stmt &s);
   bool dotColumns(const Stmt &s);
+  bool widenedLanes(const Stmt &s);
+  void endFirstCopy(const Stmt &s);
+  void laneLoopHead(const Stmt &s, const std::string &v);
+  std::vector<const Buffer *> beginLaneVectors(const Stmt &s);
+  void endLaneVectors(const std::vector<const Buffer *> &lanes);
+  std::vector<const Buffer *> beginLaneTerms(const Stmt &s);
+  void endLaneTerms(const std::vector<const Buffer *> &lanes);
   void copyColumns(const Stmt &s, const Expr &factor, const std::string &v0,
                    const std::string &v1);
   void parallelHead(const Stmt &s);
@@ -278,6 +285,16 @@ private:
   /// In dotColumns' column loop: loads that read a transposed copy instead
   /// (what they print).
   llvm::DenseMap<const Expr *, std::string> columnCopies;
+  /// In widenedLanes' second loop: the conversions of f32 to f64 that
+  /// read the f64 copy of their term instead (what they print).
+  llvm::DenseMap<const Expr *, std::string> widenedTerms;
+  /// Lanes that a chunk loop adds to in gradc::Lanes8 vectors (beginLane-
+  /// Vectors): the vector's name, and in a lane loop that adds to them,
+  /// the f32 array of its terms.
+  struct LaneVector {
+    std::string vector, terms;
+  };
+  llvm::DenseMap<const Buffer *, LaneVector> laneVectors;
   mutable std::map<std::pair<unsigned, uint64_t>, Text> literals;
   std::map<uint32_t, std::string> sourceLines;
 };
@@ -453,6 +470,8 @@ Text FunctionPrinter::expr(const Expr &e) const {
             Ternary};
   }
   case Expr::Kind::Cast:
+    if (auto w = widenedTerms.find(&e); w != widenedTerms.end())
+      return {w->second, Atom};
     return {"static_cast<" + cType(e.type).str() + ">(" + flat(*e.args[0]) +
                 ")",
             Atom};
@@ -903,6 +922,13 @@ bool FunctionPrinter::dotColumns(const Stmt &s) {
   line(acc + " = " + col + "[" + i + "];");
   for (size_t k = 2; k < s.body.size(); ++k)
     stmt(*s.body[k]);
+  endFirstCopy(s);
+  return true;
+}
+
+/// Ends the first of the two copies of loop `s` that dotColumns and
+/// widenedLanes print: its loop, the block around it, then `#else`.
+void FunctionPrinter::endFirstCopy(const Stmt &s) {
   indent -= 2;
   --depth;
   line("}");
@@ -910,7 +936,6 @@ bool FunctionPrinter::dotColumns(const Stmt &s) {
   indent -= 2;
   line("}");
   line("#else");
-  return true;
 }
 
 /// dotColumns' column loop reads the factor that differs between rows at
@@ -965,13 +990,293 @@ void FunctionPrinter::copyColumns(const Stmt &s, const Expr &factor,
   loopVars.erase(s.var);
 }
 
+/// Whether `e` converts an f32 value to f64 (a term of an f64 sum).
+static bool isWidening(const Expr &e) {
+  return e.kind == Expr::Kind::Cast && e.type == ScalarType::F64 &&
+         e.args[0]->type == ScalarType::F32;
+}
+
+/// The widenings in `e`, outermost first (none inside another).
+static void findWidenings(const Expr &e, std::vector<const Expr *> &out) {
+  if (isWidening(e)) {
+    out.push_back(&e);
+    return;
+  }
+  for (const ExprPtr &a : e.args)
+    findWidenings(*a, out);
+}
+
+static const Buffer *rootBuffer(const Buffer *b) {
+  while (b->base)
+    b = b->base;
+  return b;
+}
+
+/// Whether `e` loads from a buffer in `written`: outside its widenings
+/// (`inside` false) or inside them (true).
+static bool readsAny(const Expr &e,
+                     const llvm::SmallPtrSetImpl<const Buffer *> &written,
+                     bool inside) {
+  if (isWidening(e) && !inside)
+    return false;
+  if (isWidening(e))
+    inside = false;
+  if (e.kind == Expr::Kind::Load && written.contains(rootBuffer(e.buffer)) &&
+      !inside)
+    return true;
+  for (const ExprPtr &a : e.args)
+    if (readsAny(*a, written, inside))
+      return true;
+  return false;
+}
+
+/// The statements of a lane loop of 8 f64 lanes (loops::isLaneLoop) that
+/// add f32 terms to f64 sums other than the lanes (a column's sum), if
+/// the loop may run as two loops: the rest, with each such term stored as
+/// f32, then these statements, the terms converted to f64 8 at a time in
+/// between. Each loop runs all 8 lanes before the next: so neither may
+/// write what the other reads or writes (these statements read their
+/// terms through the copy). The lanes' own sum stays in the first loop
+/// (beginLaneVectors keeps the lanes in registers; with their terms
+/// through a copy in the second loop, GCC kept them in memory). Empty if
+/// the loop may not run so, or has no such statement.
+static std::vector<const Stmt *> widenedStatements(const Stmt &s) {
+  if (s.extent->kind != Expr::Kind::Const ||
+      int64_t(s.extent->value) != ir::reductionLanes)
+    return {};
+  std::vector<const Stmt *> wide;
+  llvm::SmallPtrSet<const Buffer *, 8> writesRest, writesWide;
+  for (const StmtPtr &st : s.body) {
+    if (st->kind != Stmt::Kind::Store && st->kind != Stmt::Kind::Accumulate)
+      return {};
+    std::vector<const Expr *> terms;
+    findWidenings(*st->value, terms);
+    if (terms.empty() || st->buffer->kind == Buffer::Kind::Stack) {
+      writesRest.insert(rootBuffer(st->buffer));
+      continue;
+    }
+    wide.push_back(st.get());
+    writesWide.insert(rootBuffer(st->buffer));
+  }
+  if (wide.empty())
+    return {};
+  auto reads = [](const Expr &e, const auto &written) {
+    return readsAny(e, written, false) || readsAny(e, written, true);
+  };
+  for (const StmtPtr &st : s.body) {
+    const Buffer *target = rootBuffer(st->buffer);
+    if (!llvm::is_contained(wide, st.get())) {
+      if (writesWide.contains(target) || reads(*st->index, writesWide) ||
+          reads(*st->value, writesWide))
+        return {};
+      continue;
+    }
+    // Its terms are computed in the first loop, the rest in the second.
+    if (writesRest.contains(target) || reads(*st->index, writesRest) ||
+        reads(*st->index, writesWide) ||
+        readsAny(*st->value, writesRest, false) ||
+        readsAny(*st->value, writesWide, true))
+      return {};
+  }
+  return wide;
+}
+
+/// A lane loop that also adds f32 terms to f64 sums other than its lanes
+/// (K5's column sums of d_beta and d_gamma), when widenedStatements
+/// allows, is printed twice: under GRADC_WIDEN_COLUMNS (GCC) as two loops,
+/// the f32 work, which stores each such term in `terms[n][k]`, then
+/// gradc::widen8 of each row of terms into `wide[n]`, then the f64 sums,
+/// which add `wide[n][k]`; else (Clang) as it is. GCC vectorises a loop of
+/// 8 lanes with vectors of one size, so it converts 8 floats to f64 as two
+/// halves of 4 with a shuffle between (three shuffle-port instructions
+/// where one does); widen8 converts all 8 at once. K5's gradient, default
+/// order, g++ -O3 -march=native: 298 us, 300 with this alone, 290 with
+/// beginLaneVectors alone, 257 with both; Clang: 546 us as one loop, 621
+/// as two. Every sum adds the same terms in the same order: the same bits.
+/// Returns false, printing nothing, for a loop it does not apply to.
+bool FunctionPrinter::widenedLanes(const Stmt &s) {
+  std::vector<const Stmt *> wide = widenedStatements(s);
+  if (wide.empty())
+    return false;
+  std::vector<const Expr *> terms;
+  for (const Stmt *st : wide)
+    findWidenings(*st->value, terms);
+  std::string v = depthNames[std::min<size_t>(depth, depthNames.size() - 1)];
+  std::string termsName = scope.claim("terms");
+  std::string wideName = scope.claim("wide");
+  std::string count = std::to_string(terms.size());
+  auto term = [&](const std::string &name, size_t n) {
+    return name + "[" + std::to_string(n) + "][" + v + "]";
+  };
+  line("#if GRADC_WIDEN_COLUMNS");
+  line("{");
+  indent += 2;
+  line("float " + termsName + "[" + count + "][8];");
+  line("double " + wideName + "[" + count + "][8];");
+  laneLoopHead(s, v);
+  ++depth;
+  indent += 2;
+  laneVar = v;
+  size_t n = 0;
+  for (const StmtPtr &st : s.body) {
+    if (!llvm::is_contained(wide, st.get())) {
+      stmt(*st);
+      continue;
+    }
+    std::vector<const Expr *> own;
+    findWidenings(*st->value, own);
+    for (const Expr *e : own)
+      line(term(termsName, n++) + " = " + flat(*e->args[0]) + ";");
+  }
+  indent -= 2;
+  line("}");
+  for (size_t k = 0; k < terms.size(); ++k) {
+    std::string row = "[" + std::to_string(k) + "]";
+    line("gradc::widen8(" + wideName + row + ", " + termsName + row + ");");
+  }
+  laneLoopHead(s, v);
+  indent += 2;
+  for (size_t k = 0; k < terms.size(); ++k)
+    widenedTerms[terms[k]] = term(wideName, k);
+  for (const Stmt *st : wide)
+    stmt(*st);
+  widenedTerms.clear();
+  laneVar.clear();
+  endFirstCopy(s);
+  return true;
+}
+
+/// The head of a lane loop over `v` (its macros, then `for`).
+void FunctionPrinter::laneLoopHead(const Stmt &s, const std::string &v) {
+  loopVars[s.var] = v;
+  line("GRADC_LANE_LOOP");
+  if (s.independent)
+    line("GRADC_IVDEP");
+  line("for (int64_t " + v + " = 0; " + v + " < " +
+       paren(expr(*s.extent), Relational + 1) + "; ++" + v + ") {");
+}
+
+/// The lane sums `lanes[k] += f64(t)` of an 8-lane f64 sum (a Stack
+/// buffer) in the lane loops of chunk loop `s`, where nothing else in `s`
+/// touches them (the rest loop after it, the tree that combines them, do).
+/// Only where `s` holds several lane loops (the rows that `jam` put
+/// together): a chunk loop of one sum gained nothing, and where its lanes
+/// were just zeroed Lanes8 reloads them (GMM's forward 15-34% and K2's
+/// 7-26% slower; Performance.md, session 18).
+static std::vector<const Buffer *> vectorLanes(const Stmt &s) {
+  if (s.kind != Stmt::Kind::For || s.parallel)
+    return {};
+  auto isLanes8 = [](const Stmt &c) {
+    return c.kind == Stmt::Kind::For && loops::isLaneLoop(c) &&
+           c.extent->kind == Expr::Kind::Const &&
+           int64_t(c.extent->value) == ir::reductionLanes;
+  };
+  if (llvm::count_if(s.body, [&](const StmtPtr &c) { return isLanes8(*c); }) <
+      2)
+    return {};
+  llvm::SmallVector<const Buffer *, 4> found;
+  llvm::SmallPtrSet<const Stmt *, 4> sums;
+  for (const StmtPtr &c : s.body) {
+    if (!isLanes8(*c))
+      continue;
+    for (const StmtPtr &st : c->body)
+      if (st->kind == Stmt::Kind::Accumulate && st->combiner == Combiner::Add &&
+          st->buffer->kind == Buffer::Kind::Stack &&
+          st->buffer->dtype == DType::F64 &&
+          st->index->kind == Expr::Kind::LoopVar && st->index->var == c->var &&
+          isWidening(*st->value) && !llvm::is_contained(found, st->buffer)) {
+        found.push_back(st->buffer);
+        sums.insert(st.get());
+      }
+  }
+  llvm::SmallPtrSet<const Buffer *, 4> other;
+  walk(s.body, [&](const Stmt &st) {
+    if (st.buffer && !sums.contains(&st))
+      other.insert(st.buffer);
+    walkExprs(st, [&](const Expr &e) {
+      if (e.kind == Expr::Kind::Load)
+        other.insert(e.buffer);
+    });
+  });
+  std::vector<const Buffer *> lanes;
+  for (const Buffer *b : found)
+    if (!other.contains(b))
+      lanes.push_back(b);
+  return lanes;
+}
+
+/// A chunk loop whose lane loops add f32 terms to 8 f64 lanes keeps the
+/// lanes in a gradc::Lanes8 (an <8 x double> vector where the compiler has
+/// vector extensions) from before the loop to after it, and each lane loop
+/// stores its terms in an f32 array that Lanes8::add converts and adds in
+/// one step, where GCC converts a lane loop's terms four at a time and
+/// adds them to the lanes as two halves (widenedLanes; K5's gradient, with
+/// it: 298 to 257 us). Lane k still adds term k of each chunk in order:
+/// the same bits. Only in chunk loops of several lane loops (vectorLanes).
+std::vector<const Buffer *> FunctionPrinter::beginLaneVectors(const Stmt &s) {
+  std::vector<const Buffer *> lanes = vectorLanes(s);
+  if (lanes.empty())
+    return lanes;
+  line("{");
+  indent += 2;
+  for (const Buffer *b : lanes) {
+    std::string name = scope.claim(pointerOf(b) + "_v");
+    line("gradc::Lanes8 " + name + "(" + pointerOf(b) + ");");
+    laneVectors[b] = {name, ""};
+  }
+  return lanes;
+}
+
+void FunctionPrinter::endLaneVectors(const std::vector<const Buffer *> &lanes) {
+  if (lanes.empty())
+    return;
+  for (const Buffer *b : lanes) {
+    line(laneVectors[b].vector + ".store(" + pointerOf(b) + ");");
+    laneVectors.erase(b);
+  }
+  indent -= 2;
+  line("}");
+}
+
+/// Before lane loop `s`: the f32 arrays of the terms that it adds to the
+/// lane vectors (beginLaneVectors), declared; accumulate stores into them.
+std::vector<const Buffer *> FunctionPrinter::beginLaneTerms(const Stmt &s) {
+  std::vector<const Buffer *> lanes;
+  if (laneVectors.empty())
+    return lanes;
+  for (const StmtPtr &st : s.body) {
+    auto v = laneVectors.find(st->buffer);
+    if (st->kind != Stmt::Kind::Accumulate || v == laneVectors.end())
+      continue;
+    v->second.terms = scope.claim(pointerOf(st->buffer) + "_terms");
+    line("float " + v->second.terms + "[8];");
+    lanes.push_back(st->buffer);
+  }
+  return lanes;
+}
+
+void FunctionPrinter::endLaneTerms(const std::vector<const Buffer *> &lanes) {
+  for (const Buffer *b : lanes) {
+    LaneVector &v = laneVectors[b];
+    line(v.vector + ".add(" + v.terms + ");");
+    v.terms.clear();
+  }
+}
+
 void FunctionPrinter::forLoop(const Stmt &s) {
+  bool lanes = loops::isLaneLoop(s);
+  std::vector<const Buffer *> terms;
+  if (lanes)
+    terms = beginLaneTerms(s);
+  bool widened = lanes && !s.parallel && widenedLanes(s);
+  std::vector<const Buffer *> vectors;
+  if (!lanes)
+    vectors = beginLaneVectors(s);
   bool columns = !s.parallel && dotColumns(s);
   std::string v = depthNames[std::min<size_t>(depth, depthNames.size() - 1)];
   loopVars[s.var] = v;
   if (s.parallel)
     parallelHead(s);
-  bool lanes = loops::isLaneLoop(s);
   if (lanes)
     line("GRADC_LANE_LOOP");
   if (s.independent)
@@ -990,8 +1295,10 @@ void FunctionPrinter::forLoop(const Stmt &s) {
   --depth;
   line("}");
   loopVars.erase(s.var);
-  if (columns)
+  if (columns || widened)
     line("#endif");
+  endLaneTerms(terms);
+  endLaneVectors(vectors);
 }
 
 /// A loop that the `parallel` pass marked runs on gradc::numThreads()
@@ -1040,6 +1347,12 @@ void FunctionPrinter::privateCopies(const Stmt &s) {
 }
 
 void FunctionPrinter::accumulate(const Stmt &s) {
+  if (auto v = laneVectors.find(s.buffer);
+      v != laneVectors.end() && !v->second.terms.empty()) {
+    line(v->second.terms + "[" + flat(*s.index) +
+         "] = " + flat(*s.value->args[0]) + ";");
+    return;
+  }
   std::string target = elementOf(s.buffer, *s.index);
   ScalarType t = fromDType(s.buffer->dtype);
   std::string value = flat(*s.value);

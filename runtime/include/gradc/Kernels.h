@@ -1219,6 +1219,65 @@ inline int numThreads() {
 #define GRADC_LANE_LOOP
 #endif
 
+/// The 8 f64 lanes of a sum (docs/IR.md, "Numbers") while a chunk loop
+/// adds f32 terms to them (PrintCpp's beginLaneVectors): one <8 x double>
+/// in a register where the compiler has vector extensions, the 8 terms
+/// converted in one instruction (convert8). Lane k adds term k: the same
+/// bits as `lanes[k] += f64(terms[k])`.
+class Lanes8 {
+public:
+  explicit Lanes8(const double *GRADC_RESTRICT lanes) {
+    std::memcpy(&v, lanes, sizeof(v));
+  }
+  GRADC_ALWAYS_INLINE void add(const float *GRADC_RESTRICT terms) {
+#ifdef GRADC_VECTOR_EXTENSIONS
+    detail::Vec8<double> t;
+    detail::load8(t, terms);
+    v += t;
+#else
+    for (int k = 0; k < 8; ++k)
+      v[k] += static_cast<double>(terms[k]);
+#endif
+  }
+  void store(double *GRADC_RESTRICT lanes) const {
+    std::memcpy(lanes, &v, sizeof(v));
+  }
+
+private:
+#ifdef GRADC_VECTOR_EXTENSIONS
+  detail::Vec8<double> v;
+#else
+  double v[8];
+#endif
+};
+
+// A lane loop that also adds f32 terms to f64 sums other than its lanes
+// (K5's column sums) is printed twice (PrintCpp's widenedLanes): for GCC
+// as two loops with the terms converted between them by widen8 (K5's
+// gradient: 298 to 257 us, with Lanes8), as one loop for the rest (Clang:
+// 546 us as one, 621 as two). Both add the same terms in the same order.
+#if defined(__GNUC__) && !defined(__clang__)
+#define GRADC_WIDEN_COLUMNS 1
+#else
+#define GRADC_WIDEN_COLUMNS 0
+#endif
+
+/// to[k] = f64(from[k]) for k < 8: a lane loop's f32 terms of f64 sums
+/// (PrintCpp's widenedLanes), converted in one instruction where GCC's
+/// vectorised lane loop converts them four at a time (Vec8 and convert8,
+/// above); exact either way.
+GRADC_ALWAYS_INLINE void widen8(double *GRADC_RESTRICT to,
+                                const float *GRADC_RESTRICT from) {
+#ifdef GRADC_VECTOR_EXTENSIONS
+  detail::Vec8<double> v;
+  detail::load8(v, from);
+  std::memcpy(to, &v, sizeof(v));
+#else
+  for (int k = 0; k < 8; ++k)
+    to[k] = static_cast<double>(from[k]);
+#endif
+}
+
 // A small loop of f64 dot products (loops::isDotLoop: K4's `w @ x`) is
 // printed twice: as columns, one step adding a product to every row's
 // sum, for GCC, which vectorises the rows' own sums two lanes at a time

@@ -841,15 +841,10 @@ static int columnDotFactor(const Stmt &s) {
       add.value->op != PrimOp::Mul || add.value->args.size() != 2 ||
       add.value->type != ScalarType::F64)
     return -1;
-  auto root = [](const Buffer *b) {
-    while (b->base)
-      b = b->base;
-    return b;
-  };
   llvm::SmallPtrSet<const Buffer *, 4> read;
   walkExprs(add, [&](const Expr &e) {
     if (e.kind == Expr::Kind::Load)
-      read.insert(root(e.buffer));
+      read.insert(e.buffer->root());
   });
   // The product reads the sums only through the columns' own element.
   if (read.contains(init.buffer))
@@ -857,7 +852,7 @@ static int columnDotFactor(const Stmt &s) {
   for (size_t k = 2; k < s.body.size(); ++k) {
     const Stmt &st = *s.body[k];
     if (st.kind == Stmt::Kind::For || !st.buffer || st.buffer == init.buffer ||
-        read.contains(root(st.buffer)))
+        read.contains(st.buffer->root()))
       return -1;
   }
   for (int f : {1, 0})
@@ -1006,12 +1001,6 @@ static void findWidenings(const Expr &e, std::vector<const Expr *> &out) {
     findWidenings(*a, out);
 }
 
-static const Buffer *rootBuffer(const Buffer *b) {
-  while (b->base)
-    b = b->base;
-  return b;
-}
-
 /// Whether `e` loads from a buffer in `written`: outside its widenings
 /// (`inside` false) or inside them (true).
 static bool readsAny(const Expr &e,
@@ -1021,7 +1010,7 @@ static bool readsAny(const Expr &e,
     return false;
   if (isWidening(e))
     inside = false;
-  if (e.kind == Expr::Kind::Load && written.contains(rootBuffer(e.buffer)) &&
+  if (e.kind == Expr::Kind::Load && written.contains(e.buffer->root()) &&
       !inside)
     return true;
   for (const ExprPtr &a : e.args)
@@ -1052,11 +1041,11 @@ static std::vector<const Stmt *> widenedStatements(const Stmt &s) {
     std::vector<const Expr *> terms;
     findWidenings(*st->value, terms);
     if (terms.empty() || st->buffer->kind == Buffer::Kind::Stack) {
-      writesRest.insert(rootBuffer(st->buffer));
+      writesRest.insert(st->buffer->root());
       continue;
     }
     wide.push_back(st.get());
-    writesWide.insert(rootBuffer(st->buffer));
+    writesWide.insert(st->buffer->root());
   }
   if (wide.empty())
     return {};
@@ -1064,7 +1053,7 @@ static std::vector<const Stmt *> widenedStatements(const Stmt &s) {
     return readsAny(e, written, false) || readsAny(e, written, true);
   };
   for (const StmtPtr &st : s.body) {
-    const Buffer *target = rootBuffer(st->buffer);
+    const Buffer *target = st->buffer->root();
     if (!llvm::is_contained(wide, st.get())) {
       if (writesWide.contains(target) || reads(*st->index, writesWide) ||
           reads(*st->value, writesWide))

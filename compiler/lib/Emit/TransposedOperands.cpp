@@ -31,17 +31,11 @@ bool matchIndex(const Expr &e, unsigned row, unsigned col,
   return true;
 }
 
-const Buffer *root(const Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 /// Whether `a` and `b` may be the same memory: one root, or one planned
 /// slot.
 bool overlap(const Buffer *a, const Buffer *b) {
-  a = root(a);
-  b = root(b);
+  a = a->root();
+  b = b->root();
   return a == b ||
          (a->kind == b->kind && a->slot >= 0 && a->slot == b->slot &&
           (a->kind == Buffer::Kind::Scratch || a->kind == Buffer::Kind::Stack));

@@ -118,12 +118,6 @@ bool matchIndex(const Expr &e, unsigned row, unsigned col, int64_t &stride) {
          isVar(*m.args[0], row) && constIndex(*m.args[1], stride);
 }
 
-const Buffer *root(const Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 /// A transpose nest: `for r < R { for c < C { t[r * C + c] = x[c * R + r] } }`;
 /// or, for a vector (R or C is 1, the transpose lowered without its loop
 /// of one), a copy `for c < C { t[c] = x[c] }`.
@@ -206,9 +200,9 @@ private:
     auto visit = [&](const Stmt &w) {
       if (w.buffer &&
           (w.kind == Stmt::Kind::Store || w.kind == Stmt::Kind::Accumulate))
-        hit = hit || root(w.buffer) == root(x);
+        hit = hit || w.buffer->root() == x->root();
       for (const Buffer *o : w.outputs)
-        hit = hit || root(o) == root(x);
+        hit = hit || o->root() == x->root();
       // A call may write through views of its outputs only, but an
       // extern one is opaque: count it as writing.
       hit = hit || w.kind == Stmt::Kind::Call;
@@ -304,7 +298,7 @@ private:
         bool fits = candidate.copy
                         ? candidate.rows == rows * cols
                         : candidate.rows == rows && candidate.cols == cols;
-        if (!fits || root(candidate.x) == root(s.outputs[0]))
+        if (!fits || candidate.x->root() == s.outputs[0]->root())
           return;
         for (size_t between = j + 1; between < at; ++between)
           if (writes(*block[between], candidate.x))

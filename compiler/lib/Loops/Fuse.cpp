@@ -360,9 +360,7 @@ private:
   /// The last top-level statement that writes `b` (through any view) is
   /// at least `top`.
   void noteWrite(const Buffer *b, const Stmt &top) {
-    while (b->kind == Buffer::Kind::Alias && b->base)
-      b = b->base;
-    size_t &last = lastWriter[b];
+    size_t &last = lastWriter[b->root()];
     last = std::max(last, orderOf(&top) + 1);
   }
 

@@ -44,12 +44,6 @@ using namespace gradc::loops;
 
 namespace {
 
-const Buffer *rootOf(const Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 bool integerDivision(const Expr &e) {
   if (e.kind == Expr::Kind::Prim &&
       (e.op == PrimOp::Div || e.op == PrimOp::Rem) &&
@@ -127,7 +121,7 @@ private:
     for (size_t i = 0; i < block.size(); ++i) {
       Stmt &s = *block[i];
       if (s.kind == Stmt::Kind::Store && zeroOffsets(s.buffer))
-        stored[rootOf(s.buffer)].push_back(s.index.get());
+        stored[s.buffer->root()].push_back(s.index.get());
       if (s.kind != Stmt::Kind::For)
         continue;
       hoistInto(s.body);
@@ -152,9 +146,9 @@ private:
     walk(loop.body, [&](const Stmt &s) {
       if (s.buffer &&
           (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate))
-        ++writes[rootOf(s.buffer)];
+        ++writes[s.buffer->root()];
       for (const Buffer *b : s.outputs)
-        ++writes[rootOf(b)];
+        ++writes[b->root()];
     });
     std::vector<StmtPtr> moved;
     for (size_t k = 0; k < loop.body.size();) {
@@ -181,7 +175,7 @@ private:
     walkExprs(d, [&](const Expr &e) {
       if (!ok || e.kind != Expr::Kind::Load)
         return;
-      const Buffer *root = rootOf(e.buffer);
+      const Buffer *root = e.buffer->root();
       if (writes.count(root)) {
         ok = false;
         return;

@@ -102,12 +102,6 @@ constexpr unsigned jamMaxStatements = 256;
 /// another's rows from the 48 KB L1 cache).
 constexpr int64_t jamCacheBytes = 64 * 1024;
 
-Buffer *rootOf(Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 /// Whether every view from `b` to its root starts at element 0.
 bool zeroOffsets(const Buffer *b) {
   for (; b->kind == Buffer::Kind::Alias && b->base; b = b->base)
@@ -237,10 +231,10 @@ public:
     // buffers have views.
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
-        viewed.insert(rootOf(b->base));
+        viewed.insert(b->base->root());
     for (const StmtPtr &top : fn.body)
       walk(*top, [&](Buffer *b) {
-        User &u = users[rootOf(b)];
+        User &u = users[b->root()];
         u.many |= u.top && u.top != top.get();
         u.top = top.get();
       });
@@ -384,7 +378,7 @@ private:
                            const std::vector<Access> &accesses) {
     size_t first = loop.body.size();
     for (const Access &a : accesses)
-      if (rootOf(a.buffer) == b)
+      if (a.buffer->root() == b)
         first = std::min(first, a.top);
     if (first == loop.body.size())
       return false;
@@ -409,7 +403,7 @@ private:
       break;
     }
     for (const Access &a : accesses)
-      if (a.top == first && rootOf(a.buffer) == b &&
+      if (a.top == first && a.buffer->root() == b &&
           (a.buffer != b || a.index->kind != Expr::Kind::LoopVar ||
            a.index->var != f.var))
         return false;
@@ -484,13 +478,13 @@ private:
     llvm::SmallVector<Buffer *, 16> written;
     llvm::DenseSet<const Buffer *> seen;
     for (const Access &a : accesses)
-      if (a.write && seen.insert(rootOf(a.buffer)).second)
-        written.push_back(rootOf(a.buffer));
+      if (a.write && seen.insert(a.buffer->root()).second)
+        written.push_back(a.buffer->root());
     for (Buffer *b : written) {
       bool direct = !viewed.count(b), loaded = false, onlyAdds = true;
       llvm::DenseSet<size_t> tops;
       for (const Access &a : accesses) {
-        if (rootOf(a.buffer) != b)
+        if (a.buffer->root() != b)
           continue;
         direct &= a.buffer == b;
         loaded |= !a.write;
@@ -516,7 +510,7 @@ private:
       }
       std::optional<ExprPtr> width;
       for (const Access &a : accesses)
-        if (rootOf(a.buffer) == b && !rowIndexed(loop, a, width))
+        if (a.buffer->root() == b && !rowIndexed(loop, a, width))
           return false;
     }
     // A sum of each row's own: lanes that each iteration sets.
@@ -553,7 +547,7 @@ private:
     llvm::SmallVector<const Buffer *, 16> order;
     llvm::DenseSet<const Buffer *> own(privates.begin(), privates.end());
     for (const Access &a : accesses) {
-      const Buffer *b = rootOf(a.buffer);
+      const Buffer *b = a.buffer->root();
       if (b->kind == Buffer::Kind::Local)
         continue;
       if (first.try_emplace(b, &a).second)
@@ -743,11 +737,11 @@ private:
     loops::walk(loop.body, [&](const Stmt &s) {
       if ((s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate) &&
           s.buffer->kind != Buffer::Kind::Local)
-        written.insert(rootOf(s.buffer));
+        written.insert(s.buffer->root());
     });
     bool ok = true;
     auto atJ = [&](Buffer *b, const Expr &index) {
-      if (!written.count(rootOf(b)))
+      if (!written.count(b->root()))
         return;
       ok &= zeroOffsets(b) && index.kind == Expr::Kind::LoopVar &&
             index.var == loop.var;

@@ -533,16 +533,11 @@ bool loops::isRowStoreLoop(const Stmt &s) {
                 isVar(*index.args[1]) && !usesVar(*index.args[0], s.var));
   if (!atVar)
     return false;
-  auto root = [](const Buffer *b) {
-    while (b->base)
-      b = b->base;
-    return b;
-  };
-  const Buffer *written = root(store.buffer);
+  const Buffer *written = store.buffer->root();
   bool ok = true, loads = false;
   walkExprs(store, [&](const Expr &e) {
     loads |= e.kind == Expr::Kind::Load;
-    ok &= !(e.kind == Expr::Kind::Load && root(e.buffer) == written) &&
+    ok &= !(e.kind == Expr::Kind::Load && e.buffer->root() == written) &&
           (e.kind != Expr::Kind::Intrinsic || e.type == ScalarType::F32);
   });
   return ok && loads;

@@ -110,12 +110,6 @@ bool isOne(const Expr *e) {
 }
 
 /// The buffer an access really touches: a view at offset 0 is its base.
-const Buffer *rootOf(const Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 bool zeroOffsets(const Buffer *b) {
   for (; b->kind == Buffer::Kind::Alias && b->base; b = b->base)
     if (!b->offset || b->offset->kind != Expr::Kind::Const ||
@@ -316,7 +310,7 @@ private:
     work += accesses.size();
     bool loop = s.kind == Stmt::Kind::For;
     for (const Access &x : accesses) {
-      Summary::Use &u = sum.uses[rootOf(x.buffer)];
+      Summary::Use &u = sum.uses[x.buffer->root()];
       u.writes |= x.writes;
       u.rows = u.rows && loop && x.index &&
                isRowAccess(x.buffer, *x.index, s.var, *s.extent);
@@ -503,7 +497,7 @@ private:
     };
     llvm::DenseMap<const Buffer *, Use> uses;
     auto note = [&](const Access &x, bool fromB) {
-      Use &u = uses[rootOf(x.buffer)];
+      Use &u = uses[x.buffer->root()];
       (fromB ? u.writesB : u.writesA) |= x.writes;
       (fromB ? u.inB : u.inA) = true;
       if (!x.index || !zeroOffsets(x.buffer)) {

@@ -196,12 +196,8 @@ std::string LoopAnalysis::layout(const Expr &index) const {
 
 void LoopAnalysis::access(Buffer *buf, const Expr &index, bool isStore,
                           bool isWrite) {
-  Buffer *root = buf;
-  bool view = false;
-  while (root->kind == Buffer::Kind::Alias && root->base) {
-    root = root->base;
-    view = true;
-  }
+  Buffer *root = buf->root();
+  bool view = root != buf;
   auto [it, inserted] = uses.try_emplace(root);
   Uses &u = it->second;
   if (inserted)

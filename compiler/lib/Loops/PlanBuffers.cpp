@@ -48,17 +48,11 @@ std::string key(const Expr &e) {
   return s + ")";
 }
 
-const Buffer *root(const Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 void noteLoads(
     const Expr &e, size_t t,
     llvm::DenseMap<const Buffer *, std::pair<size_t, size_t>> &life) {
   if (e.kind == Expr::Kind::Load) {
-    auto [it, inserted] = life.try_emplace(root(e.buffer), t, t);
+    auto [it, inserted] = life.try_emplace(e.buffer->root(), t, t);
     if (!inserted)
       it->second.second = t;
   }
@@ -79,7 +73,7 @@ void planFunction(LoopFunction &fn) {
   llvm::DenseMap<const Buffer *, std::pair<size_t, size_t>> life;
   for (size_t t = 0; t < fn.body.size(); ++t) {
     auto touch = [&](const Buffer *b) {
-      auto [it, inserted] = life.try_emplace(root(b), t, t);
+      auto [it, inserted] = life.try_emplace(b->root(), t, t);
       if (!inserted)
         it->second.second = t;
     };

@@ -68,12 +68,6 @@ using namespace gradc::loops;
 
 namespace {
 
-Buffer *rootOf(Buffer *b) {
-  while (b->kind == Buffer::Kind::Alias && b->base)
-    b = b->base;
-  return b;
-}
-
 /// `e` with loop variable `var` replaced by (a copy of) `by`.
 ExprPtr substitute(const Expr &e, unsigned var, const Expr &by) {
   if (e.kind == Expr::Kind::LoopVar && e.var == var)
@@ -93,17 +87,17 @@ struct Touches {
   void add(const Stmt &s) {
     walkExprs(s, [&](const Expr &e) {
       if (e.kind == Expr::Kind::Load)
-        reads.insert(rootOf(e.buffer));
+        reads.insert(e.buffer->root());
     });
     if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
-      writes.insert(rootOf(s.buffer));
+      writes.insert(s.buffer->root());
     if (s.kind == Stmt::Kind::Call || s.kind == Stmt::Kind::KernelCall ||
         s.kind == Stmt::Kind::Check)
       calls = true;
     for (Buffer *b : s.outputs)
-      writes.insert(rootOf(b));
+      writes.insert(b->root());
     for (Buffer *b : s.inputs)
-      reads.insert(rootOf(b));
+      reads.insert(b->root());
     for (const StmtPtr &c : s.body)
       add(*c);
   }
@@ -117,7 +111,7 @@ public:
   explicit Sinker(LoopFunction &fn) : fn(fn) {
     for (const auto &b : fn.buffers)
       if (b->kind == Buffer::Kind::Alias && b->base)
-        viewed.insert(rootOf(b->base));
+        viewed.insert(b->base->root());
   }
 
   /// Sinks in the body of every loop: a row's passes. (At the top level
@@ -162,7 +156,7 @@ private:
         ok &= e.kind != Expr::Kind::Intrinsic;
         if (e.kind != Expr::Kind::Load)
           return;
-        Buffer *b = rootOf(e.buffer);
+        Buffer *b = e.buffer->root();
         // A local of P is read only after P set it.
         if (b->kind == Buffer::Kind::Local && !out.locals.count(b) &&
             llvm::any_of(p.body,
@@ -198,7 +192,7 @@ private:
     bool ok = true;
     for (const StmtPtr &s : p.body)
       walkExprs(*s, [&](const Expr &e) {
-        if (e.kind == Expr::Kind::Load && rootOf(e.buffer) == b)
+        if (e.kind == Expr::Kind::Load && e.buffer->root() == b)
           ok &= e.buffer == b && e.args[0]->kind == Expr::Kind::LoopVar &&
                 e.args[0]->var == p.var;
       });

@@ -174,6 +174,15 @@ struct Buffer {
   ExprPtr numElements() const {
     return count ? count->clone() : extentOf(shape);
   }
+  /// The buffer that a view (an alias, or an alias of one) stands for:
+  /// this buffer itself when it is not a view.
+  Buffer *root() {
+    Buffer *b = this;
+    while (b->kind == Kind::Alias && b->base)
+      b = b->base;
+    return b;
+  }
+  const Buffer *root() const { return const_cast<Buffer *>(this)->root(); }
   bool isReadOnly() const {
     return kind == Kind::Param || kind == Kind::Constant ||
            (kind == Kind::Alias && base && base->isReadOnly());

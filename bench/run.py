@@ -50,7 +50,55 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def newer_openblas_core():
+    """The OpenBLAS kernels to ask for when OpenBLAS chose its SSE3
+    "Prescott" ones on a CPU with AVX-512 or AVX2: Debian's OpenBLAS
+    0.3.21 does that on CPUs newer than it knows (session 17's Emerald
+    Rapids), and its BLAS products, gradc's and the references', then
+    run 2-4x slower (docs/Performance.md, "Running it"). None when it
+    chose well, when OPENBLAS_CORETYPE is set, or when it cannot tell."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return None
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return None
+    if core.lower() != "prescott":
+        return None
+    flags = cpu_flags()
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"} <= flags:
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return None
+
+
+# OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, and NumPy loads it on
+# import: so choose before that, and run this script again with it set
+# (the harness and PyTorch inherit it).
+if __name__ == "__main__" and "GRADC_BENCH_CORE_CHOSEN" not in os.environ:
+    _core = newer_openblas_core()
+    if _core:
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, OPENBLAS_CORETYPE=_core,
+                       GRADC_BENCH_CORE_CHOSEN="1"))
+
+import numpy as np  # noqa: E402 (after the choice of OpenBLAS's kernels)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -547,7 +595,11 @@ def openblas_core():
     except (OSError, AttributeError):
         return "unknown (libopenblas.so.0 not loadable)"
     chosen = os.environ.get("OPENBLAS_CORETYPE")
-    return core + (" (OPENBLAS_CORETYPE=%s)" % chosen if chosen else "")
+    if not chosen:
+        return core
+    how = ("set by bench/run.py: OpenBLAS chose Prescott on this CPU"
+           if "GRADC_BENCH_CORE_CHOSEN" in os.environ else "from the caller")
+    return core + " (OPENBLAS_CORETYPE=%s, %s)" % (chosen, how)
 
 
 def main():
@@ -599,6 +651,11 @@ def main():
     p.add_argument("--no-torch", action="store_true",
                    help="no PyTorch timings (the f64 reference still runs)")
     args = p.parse_args()
+    if args.baseline_cpp and args.baseline_llvm:
+        # Each replaces one of this gradc's columns: together they leave
+        # nothing of it to compare.
+        p.error("--baseline-cpp and --baseline-llvm replace this gradc's "
+                "LLVM and C++ columns: pass one of them")
     args.gradc = args.gradc or os.path.join(args.build_dir, "compiler",
                                             "tools", "gradc", "gradc")
     work_root = args.work or os.path.join(args.build_dir, "bench")

@@ -200,9 +200,12 @@ public:
       : options(options), gradcSM(gradcSM), diags(diags),
         onHeaderBuffer(onHeaderBuffer) {}
 
-  /// Checks every extern of `module` that names `header`.
+  /// Checks every extern of `module` that names `header`; when they all
+  /// pass and `checked` is not null, appends the header and the files
+  /// Clang read for it.
   void checkHeader(llvm::StringRef header,
-                   llvm::ArrayRef<ast::FnDecl *> externs);
+                   llvm::ArrayRef<ast::FnDecl *> externs,
+                   std::vector<CheckedHeader> *checked);
 
   bool hadError = false;
 
@@ -291,8 +294,34 @@ SourceLoc HeaderChecker::toLoc(const clang::SourceManager &sm,
   return it->second.getAdvanced(sm.getFileOffset(loc));
 }
 
+/// The files on disk that a parse read (not the one-line translation
+/// unit, which is mapped in memory), plus the compile_commands.json its
+/// flags came from: what a cached check depends on.
+static std::vector<std::string> filesRead(const clang::SourceManager &sm,
+                                          const ExternOptions &options) {
+  std::vector<std::string> files;
+  for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
+    llvm::SmallString<256> path(it->first.getName());
+    if (!llvm::sys::fs::is_regular_file(path))
+      continue;
+    llvm::sys::fs::make_absolute(path);
+    llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+    files.push_back(std::string(path));
+  }
+  if (!options.compileCommandsDir.empty()) {
+    llvm::SmallString<256> db(options.compileCommandsDir);
+    llvm::sys::path::append(db, "compile_commands.json");
+    llvm::sys::fs::make_absolute(db);
+    files.push_back(std::string(db));
+  }
+  llvm::sort(files);
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
+}
+
 void HeaderChecker::checkHeader(llvm::StringRef header,
-                                llvm::ArrayRef<ast::FnDecl *> externs) {
+                                llvm::ArrayRef<ast::FnDecl *> externs,
+                                std::vector<CheckedHeader> *checked) {
   // The translation unit sits in the .grad file's directory, so that the
   // header resolves relative to it first, as `#include "..."` would.
   llvm::SmallString<256> mainPath(options.baseDir.empty() ? "."
@@ -338,8 +367,14 @@ void HeaderChecker::checkHeader(llvm::StringRef header,
     }
     return;
   }
+  bool earlierError = hadError;
+  hadError = false;
   for (ast::FnDecl *fn : externs)
     checkFunction(*fn, *units.front());
+  if (!hadError && checked)
+    checked->push_back(
+        {header.str(), filesRead(units.front()->getSourceManager(), options)});
+  hadError |= earlierError;
 }
 
 void HeaderChecker::reportMissing(ast::FnDecl &fn, clang::ASTUnit &unit) {
@@ -530,8 +565,8 @@ void HeaderChecker::checkParams(ast::FnDecl &fn,
 
 bool clangjit::checkExternHeaders(
     ast::Module &module, const ExternOptions &options, SourceManager &sm,
-    DiagnosticEngine &diags,
-    llvm::function_ref<void(SourceLoc)> onHeaderBuffer) {
+    DiagnosticEngine &diags, llvm::function_ref<void(SourceLoc)> onHeaderBuffer,
+    std::vector<CheckedHeader> *checked) {
   // The externs by header, in order of first appearance.
   std::vector<std::pair<std::string, std::vector<ast::FnDecl *>>> byHeader;
   for (ast::DeclPtr &d : module.decls) {
@@ -547,6 +582,6 @@ bool clangjit::checkExternHeaders(
   }
   HeaderChecker checker(options, sm, diags, onHeaderBuffer);
   for (auto &[header, externs] : byHeader)
-    checker.checkHeader(header, externs);
+    checker.checkHeader(header, externs, checked);
   return !checker.hadError;
 }

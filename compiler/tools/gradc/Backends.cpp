@@ -34,6 +34,13 @@ static std::vector<std::string> candidatePaths() {
   return {std::string(besides), std::string(installed)};
 }
 
+std::string driver::findBackendPlugin() {
+  for (const std::string &path : candidatePaths())
+    if (llvm::sys::fs::exists(path))
+      return path;
+  return "";
+}
+
 static const BackendPlugin *load(std::string &error) {
   std::vector<std::string> paths = candidatePaths();
   std::string tried;

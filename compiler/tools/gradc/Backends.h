@@ -60,10 +60,11 @@ struct BackendPlugin {
                        llvm::ArrayRef<ir::Tensor> args,
                        std::vector<ir::Tensor> &results, std::string &error);
   /// lib/ClangJIT/Externs.h.
-  bool (*checkExternHeaders)(
-      ast::Module &module, const clangjit::ExternOptions &options,
-      SourceManager &sm, DiagnosticEngine &diags,
-      llvm::function_ref<void(SourceLoc)> onHeaderBuffer);
+  bool (*checkExternHeaders)(ast::Module &module,
+                             const clangjit::ExternOptions &options,
+                             SourceManager &sm, DiagnosticEngine &diags,
+                             llvm::function_ref<void(SourceLoc)> onHeaderBuffer,
+                             std::vector<clangjit::CheckedHeader> *checked);
   bool (*getExternCompilerArgs)(const clangjit::ExternOptions &options,
                                 llvm::StringRef headerPath,
                                 std::vector<std::string> &args,
@@ -82,11 +83,15 @@ struct BackendPlugin {
 };
 
 /// Changes whenever BackendPlugin or what its functions mean changes.
-inline constexpr unsigned backendPluginVersion = 5;
+inline constexpr unsigned backendPluginVersion = 6;
 
 /// The C name of the function, `const BackendPlugin *()`, that the plugin
 /// exports.
 inline constexpr const char *backendPluginEntry = "gradc_backend_plugin";
+
+/// The file the plugin would be loaded from (see getBackendPlugin), or ""
+/// when there is none; it is not loaded.
+std::string findBackendPlugin();
 
 /// Loads the plugin on the first call (the file named by the environment
 /// variable GRADC_BACKENDS if set, else libgradc-backends.so beside the

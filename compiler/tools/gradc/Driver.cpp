@@ -3,6 +3,7 @@
 #include "Driver.h"
 
 #include "Backends.h"
+#include "HeaderCache.h"
 
 #include "gradc/AD/ReverseMode.h"
 #include "gradc/Basic/Timing.h"
@@ -59,16 +60,31 @@ bool Compilation::check() {
   });
   if (!hasExterns)
     return true;
+  // A check that passed before, with the same declarations, flags and
+  // files, passes again: without loading Clang (HeaderCache.h). -verify
+  // runs always check, since they are there to see the diagnostics.
+  HeaderCheckCache cache(verifyMode ? "" : HeaderCheckCache::defaultDirectory(),
+                         findBackendPlugin());
+  {
+    TimeRegion lookup("header cache");
+    if (cache.lookup(*ast, externOptions))
+      return true;
+  }
   const BackendPlugin *plugin = getBackendPlugin(*diags);
   if (!plugin)
     return false;
+  std::vector<clangjit::CheckedHeader> checked;
   // In -verify mode, a header's notes are expected in the header itself.
-  return plugin->checkExternHeaders(
-      *ast, externOptions, sm, *diags, [&](SourceLoc buffer) {
+  bool ok = plugin->checkExternHeaders(
+      *ast, externOptions, sm, *diags,
+      [&](SourceLoc buffer) {
         if (verifyMode)
           static_cast<VerifyDiagnosticConsumer &>(*consumer).addExpectations(
               buffer);
-      });
+      },
+      cache.enabled() ? &checked : nullptr);
+  cache.store(*ast, externOptions, checked);
+  return ok;
 }
 
 bool Compilation::loadExterns() {

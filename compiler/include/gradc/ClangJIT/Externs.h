@@ -52,15 +52,26 @@ bool getExternCompilerArgs(const ExternOptions &options,
                            llvm::StringRef headerPath,
                            std::vector<std::string> &args, std::string &error);
 
+/// A header whose externs all passed the check, and the files Clang read
+/// to parse it (absolute paths: the header, what it includes, and
+/// compile_commands.json when its flags came from one): the driver's
+/// cache of checks is valid while none of them changes.
+struct CheckedHeader {
+  std::string header; ///< as the externs name it
+  std::vector<std::string> files;
+};
+
 /// Checks the header of every extern function of `module` against its
 /// gradc signature, and records what the header says on each extern
 /// (FnDecl::externReturnsVoid). Reports errors at the declarations, with
 /// notes in the headers, which are added to `sm` (the diagnostics' source
 /// manager); `onHeaderBuffer` is called with each such buffer (-verify reads
-/// its expectations there). Returns false after an error.
+/// its expectations there). Appends each header that passed to `checked`
+/// unless it is null. Returns false after an error.
 bool checkExternHeaders(ast::Module &module, const ExternOptions &options,
                         SourceManager &sm, DiagnosticEngine &diags,
-                        llvm::function_ref<void(SourceLoc)> onHeaderBuffer);
+                        llvm::function_ref<void(SourceLoc)> onHeaderBuffer,
+                        std::vector<CheckedHeader> *checked);
 
 /// Makes the extern functions of `module` callable by every run backend:
 /// loads `options.libraries`, compiles the `.cpp`, `.cc` or `.c` beside

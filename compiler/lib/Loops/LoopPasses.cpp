@@ -57,6 +57,11 @@ const LoopPass loopPasses[] = {
      "reads them next, instead of in a loop of their own "
      "(SinkProducers.cpp)",
      sinkProducers},
+    {"share",
+     "runs an elementwise loop that follows a sum, and computes a math "
+     "function the sum computes of the same elements, in the sum's lane "
+     "loops: one walk, the function once (ShareWalks.cpp)",
+     shareWalks},
     {"plan",
      "puts small scratch buffers on the stack and gives buffers whose "
      "lifetimes do not overlap one slot (PlanBuffers.cpp)",

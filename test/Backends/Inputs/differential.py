@@ -99,9 +99,10 @@ def parse_type(text):
     return m.group(1), dims
 
 
-def signatures(gradc, path):
-    """Callable function name -> (param types, result types)."""
-    rc, out, err = gradc_output([gradc, path, "--emit=grad-ir"])
+def signatures(gradc, path, flags=()):
+    """Callable function name -> (param types, result types); the flags
+    may add functions (--value-and-grad, --split-grad)."""
+    rc, out, err = gradc_output([gradc, path, "--emit=grad-ir"] + list(flags))
     if rc != 0:
         raise Mismatch("gradc --emit=grad-ir failed:\n" + err)
     sigs = {}
@@ -279,7 +280,7 @@ def head(text, lines=12):
 
 def check_file(gradc, path, backends, exact, extra_calls, random_count,
                rng, flags=()):
-    sigs = signatures(gradc, path)
+    sigs = signatures(gradc, path, flags)
     listed = listed_calls([path] + [f for f in extra_calls
                                     if os.path.exists(f)])
     randoms = random_calls(sigs, random_count, rng) if random_count else []

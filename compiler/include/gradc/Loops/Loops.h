@@ -82,6 +82,10 @@ bool jamRows(LoopModule &module, std::string &error);
 /// `sink`: a loop that stores a row buffer runs in the lane loops of the
 /// sum that reads it next (SinkProducers.cpp).
 bool sinkProducers(LoopModule &module, std::string &error);
+/// `share`: an elementwise loop after a sum that computes a math function
+/// the sum computes of the same elements runs in the sum's lane loops
+/// (ShareWalks.cpp).
+bool shareWalks(LoopModule &module, std::string &error);
 /// `inplace`: a scratch row that the row's last loop reads to store the
 /// output's row lives in that output row (InPlace.cpp).
 bool keepRowsInPlace(LoopModule &module, std::string &error);
@@ -112,7 +116,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
 constexpr const char *defaultLoopPipeline =
-    "fuse,expand,merge,hoist,jam,sink,inplace,plan,parallel";
+    "fuse,expand,merge,hoist,jam,sink,share,inplace,plan,parallel";
 
 /// Lowers `module`, verifies it, runs defaultLoopPipeline and verifies the
 /// result: what both backends print. The passes are verified once at the

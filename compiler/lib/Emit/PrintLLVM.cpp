@@ -242,6 +242,7 @@ private:
   llvm::Value *localValue(const Buffer *buf);
   void simplifyLocalPhis();
   llvm::Value *loadElement(const Buffer *buf, llvm::Value *idx);
+  const Expr *widenSharedFactor(const Stmt &s);
   void storeElement(const Buffer *buf, llvm::Value *idx, llvm::Value *v);
   llvm::Value *toMemory(DType t, llvm::Value *v);
   llvm::Value *fromMemory(DType t, llvm::Value *v);
@@ -319,6 +320,11 @@ private:
            std::vector<llvm::AllocaInst *>>
       narrowAccumulators;
   llvm::DenseMap<unsigned, llvm::Value *> loopVars;
+  /// The factor of a dot loop widened once for all its steps
+  /// (widenSharedFactor): the <K x double> vector and the step's loop
+  /// variable, which picks its element.
+  llvm::DenseMap<const Expr *, std::pair<llvm::Value *, unsigned>>
+      widenedFactors;
   std::vector<llvm::Value *> heap;
   /// With the scratch cache, each heap block's capacity (an i64 alloca).
   std::vector<llvm::Value *> capacities;
@@ -921,6 +927,33 @@ llvm::Value *FunctionPrinter::loadElement(const Buffer *buf, llvm::Value *idx) {
   return fromMemory(buf->dtype, b.CreateLoad(type, p));
 }
 
+/// Before dot loop `s`: the factor its rows share, `f64(%x[E + %p])` for
+/// p < K (loops::sharedWidenedFactor), loaded as one <K x float> and
+/// widened once, which the loop's steps take their element of. Vectorised
+/// across rows, the loop widened each step's factor alone and broadcast
+/// it (K4's gradient `d_x = wᵀ g`: four vcvtss2sd and vbroadcastsd, where
+/// now one vcvtps2pd and three vpermpd: 24.1 to 20.6 ns). The same
+/// values: widening is exact. Returns the factor, or null.
+const Expr *FunctionPrinter::widenSharedFactor(const Stmt &s) {
+  const Expr *factor = loops::sharedWidenedFactor(s);
+  if (!factor)
+    return nullptr;
+  const Expr &load = *factor->args[0];
+  const Expr &index = *load.args[0];
+  llvm::Value *p = pointerOf(load.buffer);
+  if (index.kind != Expr::Kind::LoopVar)
+    p = b.CreateInBoundsGEP(memoryType(load.buffer->dtype), p,
+                            expr(*index.args[0]));
+  const Stmt &steps = *s.body[1];
+  auto *type =
+      llvm::FixedVectorType::get(b.getFloatTy(), unsigned(steps.extent->value));
+  llvm::Value *v = b.CreateAlignedLoad(type, p, llvm::Align(4));
+  llvm::Value *wide = convertVector(v, b.getDoubleTy());
+  widenedFactors[factor] = {b.CreateArithmeticFence(wide, wide->getType()),
+                            steps.var};
+  return factor;
+}
+
 void FunctionPrinter::storeElement(const Buffer *buf, llvm::Value *idx,
                                    llvm::Value *v) {
   if (isValueLocal(buf)) {
@@ -1052,6 +1085,9 @@ llvm::Value *FunctionPrinter::expr(const Expr &e) {
     return b.CreateSelect(c, x, expr(*e.args[2]));
   }
   case Expr::Kind::Cast:
+    if (auto it = widenedFactors.find(&e); it != widenedFactors.end())
+      return b.CreateExtractElement(it->second.first,
+                                    loopVars.lookup(it->second.second));
     return castTo(e.type, e.args[0]->type, expr(*e.args[0]));
   }
   llvm_unreachable("unknown expression kind");
@@ -1236,6 +1272,7 @@ void FunctionPrinter::nestedStmt(const Stmt &s) {
       return;
     }
     {
+      const Expr *widened = widenSharedFactor(s);
       llvm::BranchInst *latch = forLoop(
           expr(*s.extent), "i" + llvm::Twine(s.var),
           [&](llvm::Value *i) {
@@ -1244,6 +1281,7 @@ void FunctionPrinter::nestedStmt(const Stmt &s) {
             loopVars.erase(s.var);
           },
           nullptr, &s.body);
+      widenedFactors.erase(widened);
       if (loops::isLaneLoop(s) || loops::isDotLoop(s) ||
           loops::isRowStoreLoop(s))
         markLaneLoop(latch, int64_t(s.extent->value));

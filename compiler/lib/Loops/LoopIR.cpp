@@ -543,6 +543,47 @@ bool loops::isRowStoreLoop(const Stmt &s) {
   return ok && loads;
 }
 
+const Expr *loops::sharedWidenedFactor(const Stmt &s) {
+  if (!isDotLoop(s) || s.body.size() < 2)
+    return nullptr;
+  const Stmt &inner = *s.body[1];
+  if (inner.kind != Stmt::Kind::For || inner.body.size() != 1 ||
+      !isSmallVectorLoop(inner))
+    return nullptr;
+  const Stmt &add = *inner.body[0];
+  if (add.kind != Stmt::Kind::Accumulate || add.combiner != Combiner::Add ||
+      add.value->kind != Expr::Kind::Prim || add.value->op != PrimOp::Mul ||
+      add.value->args.size() != 2)
+    return nullptr;
+  auto isStep = [&](const Expr &e) {
+    return e.kind == Expr::Kind::LoopVar && e.var == inner.var;
+  };
+  for (const ExprPtr &f : add.value->args) {
+    if (f->kind != Expr::Kind::Cast || f->type != ScalarType::F64)
+      continue;
+    const Expr &load = *f->args[0];
+    if (load.kind != Expr::Kind::Load || load.type != ScalarType::F32 ||
+        load.buffer->kind == Buffer::Kind::Local)
+      continue;
+    const Expr &index = *load.args[0];
+    bool contiguous =
+        isStep(index) ||
+        (index.kind == Expr::Kind::Prim && index.op == PrimOp::Add &&
+         isStep(*index.args[1]) && !usesVar(*index.args[0], inner.var) &&
+         !usesVar(*index.args[0], s.var));
+    if (!contiguous)
+      continue;
+    const Buffer *read = load.buffer->root();
+    bool written = false;
+    walk(s.body, [&](const Stmt &st) {
+      written |= st.buffer && st.buffer->root() == read;
+    });
+    if (!written)
+      return f.get();
+  }
+  return nullptr;
+}
+
 BufferTable<unsigned> loops::countUses(const LoopFunction &fn) {
   BufferTable<unsigned> uses(fn);
   walk(fn.body, [&](const Stmt &s) {

@@ -182,15 +182,17 @@ GRADC_MATH_INLINE double select(bool cond, double a, double b) {
 inline int32_t select(bool cond, int32_t a, int32_t b) { return cond ? a : b; }
 inline uint8_t select(bool cond, uint8_t a, uint8_t b) { return cond ? a : b; }
 
-/// e^x; at most 1.05 ulp (measured over every f32); 0 below -103.97, +inf
-/// above 88.72, subnormal results rounded once, NaN propagated.
-GRADC_MATH_INLINE float exp(float x) {
+namespace detail {
+
+/// e^x for x at most 89 (or NaN) and at least -104: exp's arithmetic, once
+/// its argument is clamped. tanh's argument is never negative, and so
+/// needs only the upper clamp (K4's gradient: a compare and a blend less
+/// per call on its dependent chain).
+GRADC_MATH_INLINE float expOfClamped(float clamped) {
   // x = n ln2 + r with |r| <= ln2 / 2; n is found by adding 1.5 * 2^23,
   // which rounds x / ln2 to an integer in the low mantissa bits, without
   // a float-to-int conversion that NaN would make undefined. NaN flows
   // through the arithmetic to the result.
-  float clamped = gradc::select(x > 89.0f, 89.0f, x);
-  clamped = gradc::select(x < -104.0f, -104.0f, clamped);
   const float shifter = 12582912.0f;
   float t = clamped * 1.44269502f + shifter;
   float n = t - shifter;
@@ -209,6 +211,16 @@ GRADC_MATH_INLINE float exp(float x) {
   // and up to 128 (overflow to inf) need no special case.
   int32_t half = ni / 2;
   return er * detail::pow2(half) * detail::pow2(ni - half);
+}
+
+} // namespace detail
+
+/// e^x; at most 1.05 ulp (measured over every f32); 0 below -103.97, +inf
+/// above 88.72, subnormal results rounded once, NaN propagated.
+GRADC_MATH_INLINE float exp(float x) {
+  float clamped = gradc::select(x > 89.0f, 89.0f, x);
+  clamped = gradc::select(x < -104.0f, -104.0f, clamped);
+  return detail::expOfClamped(clamped);
 }
 
 /// ln x; at most 0.85 ulp (measured over every f32); -inf at 0, NaN below 0,
@@ -262,7 +274,11 @@ GRADC_MATH_INLINE float tanh(float x) {
   float small = x + x * z * t;
   // Large |x|: 1 - 2 / (e^{2|x|} + 1), which goes to 1 as e^{2|x|}
   // overflows to inf.
-  float large = 1.0f - 2.0f / (gradc::exp(2.0f * a) + 1.0f);
+  // e^{2|x|}: 2|x| is never below exp's lower clamp, so only the upper
+  // one applies (the same bits as gradc::exp).
+  float twice = 2.0f * a;
+  float e = detail::expOfClamped(gradc::select(twice > 89.0f, 89.0f, twice));
+  float large = 1.0f - 2.0f / (e + 1.0f);
   return gradc::select(a < 0.625f, small, std::copysign(large, x));
 }
 

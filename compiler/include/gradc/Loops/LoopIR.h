@@ -539,6 +539,16 @@ bool isDotLoop(const Stmt &s);
 /// as before, so the bits are the scalar loop's.
 bool isRowStoreLoop(const Stmt &s);
 
+/// In a dot loop (isDotLoop) whose second statement is its loop of terms,
+/// `for i < M { %acc = c; for p < K { %acc += a * b }; ... }` with K a
+/// constant of 4, 8 or 16: the factor of the product that widens f32
+/// elements contiguous in p and free of i, `f64(%x[E + %p])` (K4's
+/// gradient `d_x = wᵀ g`: `f64(%g[%p])`), when nothing in the loop
+/// writes %x; else null. Every row multiplies by the same K widened
+/// values, so the printers widen them once, K at a time (one vcvtps2pd
+/// per 4 where the rows' loops would widen each alone), exactly.
+const Expr *sharedWidenedFactor(const Stmt &s);
+
 /// How many statements refer to each buffer of `fn` (a load, a store, a
 /// call's or kernel's operand each count once; a view counts twice for
 /// its base, so that a buffer seen through a view is never taken for one

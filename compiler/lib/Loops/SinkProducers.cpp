@@ -53,6 +53,16 @@
 // vectorised it only with GRADC_IVDEP; without, K5's gradient took twice
 // as long).
 //
+// Then, in every chunk loop of lane loops (ChunkRows), a scratch row that
+// now lives one chunk at a time, stored by the first lane loop that
+// touches it and read by that and later ones of the same chunk, at
+// `%c * W + %l`, and likewise in the rest loops after it, becomes a row of
+// W (the stack, after `plan`), or gets one of its own when its other uses
+// are loops that set the whole row first (`jam`'s rows after the groups):
+// K5's four rows of x-hat no longer take 16 KB of the L1 cache beside x,
+// c, d_x and the column sums (gradient -1 to -5% on both backends;
+// Performance.md, session 19).
+//
 //===----------------------------------------------------------------------===//
 
 #include "gradc/Loops/Loops.h"
@@ -60,6 +70,7 @@
 #include "gradc/IR/Interpreter.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -349,10 +360,254 @@ private:
   }
 };
 
+/// Rows that live one chunk at a time (the second half of `sink`, after
+/// the first in every function, in the body of a loop as the first): a
+/// scratch row %p that is stored and read
+/// only in the lane loops of one chunk loop N, at `%c * W + %l`, and in
+/// the loops over the rest right after N, at `E - E % W + %r`, and stored
+/// before it is read in each part (the first access of the chunks, and of the
+/// rest, is a store whose value does not read it), holds in each chunk only
+/// the W elements that the chunk's loops store and read: it becomes
+/// `%p: [W]`, indexed by `%l` and `%r`, which `plan` then puts on the
+/// stack. When %p is also used elsewhere, in other top-level loops each of
+/// whose iterations first sets all of it (`setsFirst`: the rows after
+/// `jam`'s groups reuse the first row's buffers), and in the top-level
+/// statement of N only by these loops, N and its rests get a row of W of
+/// their own instead: no value crosses between the two. Every element is
+/// stored before it is read as before, with the same value: the same bits.
+/// K5's gradient: the four jammed rows of `x-hat` that sink put in the
+/// chunks of `sum(c * gamma * x-hat)` no longer take 4 KB each of the L1
+/// cache beside x, c, d_x and the column sums.
+class ChunkRows {
+public:
+  explicit ChunkRows(LoopFunction &fn) : fn(fn), uses(countUses(fn)) {}
+
+  void run() {
+    for (StmtPtr &s : fn.body) {
+      top = s.get();
+      run(s->body);
+    }
+  }
+
+private:
+  LoopFunction &fn;
+  BufferTable<unsigned> uses;
+  /// The top-level statement being walked.
+  const Stmt *top = nullptr;
+
+  void run(Block &block) {
+    for (size_t n = 0; n < block.size(); ++n)
+      shrinkAfter(block, n);
+    for (StmtPtr &s : block)
+      run(s->body);
+  }
+
+  /// How many of `uses` are in `s` (and the statements in it).
+  static unsigned usesIn(const Stmt &s, const Buffer *b) {
+    unsigned n = 0;
+    walk(s.body, [&](const Stmt &st) { n += usesOf(st, b); });
+    return n + usesOf(s, b);
+  }
+  static unsigned usesOf(const Stmt &st, const Buffer *b) {
+    unsigned n = st.buffer == b;
+    walkExprs(st, [&](const Expr &e) {
+      n += e.kind == Expr::Kind::Load && e.buffer == b;
+    });
+    n += llvm::count(st.inputs, b) + llvm::count(st.outputs, b);
+    return n;
+  }
+
+  /// Whether loop `x` sets all of `b` before anything reads it, in each of
+  /// its iterations: the first statement of its body that touches `b` is a
+  /// loop over b's elements that stores it at its variable, before it
+  /// reads it, and touches it nowhere else (the rows of `jam`'s remainder:
+  /// the values of the chunks are never read there).
+  static bool setsFirst(const Stmt &x, const Buffer *b) {
+    if (x.kind != Stmt::Kind::For || usesOf(x, b))
+      return false;
+    for (const StmtPtr &s : x.body) {
+      if (!usesIn(*s, b))
+        continue;
+      if (s->kind != Stmt::Kind::For ||
+          !sameExpr(*s->extent, *b->numElements()))
+        return false;
+      bool stored = false, ok = true;
+      for (const StmtPtr &st : s->body) {
+        if (st->kind == Stmt::Kind::For)
+          return false;
+        walkExprs(*st, [&](const Expr &e) {
+          if (e.kind == Expr::Kind::Load && e.buffer == b)
+            ok &= stored && e.args[0]->kind == Expr::Kind::LoopVar &&
+                  e.args[0]->var == s->var;
+        });
+        if (st->buffer == b) {
+          ok &= st->kind == Stmt::Kind::Store &&
+                st->index->kind == Expr::Kind::LoopVar &&
+                st->index->var == s->var;
+          stored = true;
+        }
+      }
+      return ok && stored;
+    }
+    return true;
+  }
+
+  /// Whether the values that the region of `top` stores in `b` (its `n`
+  /// accesses) are read nowhere else: every other access is in another
+  /// top-level loop that sets b first.
+  bool privateTo(const Buffer *b, unsigned n) {
+    if (usesIn(*top, b) != n)
+      return false;
+    unsigned outside = 0;
+    for (const StmtPtr &s : fn.body) {
+      if (s.get() == top)
+        continue;
+      unsigned here = usesIn(*s, b);
+      if (here && !setsFirst(*s, b))
+        return false;
+      outside += here;
+    }
+    return n + outside == uses[b];
+  }
+
+  /// A row's accesses in the chunk loop and the rest loops: how many (as
+  /// countUses counts them), whether all are at their loop's element, and
+  /// whether the first of each of the two parts stores it.
+  struct Row {
+    unsigned count = 0;
+    bool ok = true;
+    bool started[2] = {false, false};
+  };
+
+  /// The width W of chunk loop `s` (its body lane loops of W lanes, W its
+  /// extent's divisor), or 0.
+  static int64_t chunkWidth(const Stmt &s) {
+    if (s.kind != Stmt::Kind::For || s.parallel || s.body.empty() ||
+        s.extent->kind != Expr::Kind::Prim || s.extent->op != PrimOp::Div ||
+        s.extent->args[1]->kind != Expr::Kind::Const)
+      return 0;
+    int64_t w = int64_t(s.extent->args[1]->value);
+    for (const StmtPtr &c : s.body)
+      if (!isLaneLoop(*c) || !isIndexConst(*c->extent, w))
+        return 0;
+    return w;
+  }
+
+  /// Notes the accesses of loop `l` (a body of stores and accumulations:
+  /// a lane loop, a rest loop) to scratch buffers, which are at `at` if
+  /// they are a row's, in part `part` (0 the chunks, 1 the rest).
+  static void note(const Stmt &l, const Expr &at, unsigned part,
+                   llvm::MapVector<Buffer *, Row> &rows) {
+    auto access = [&](Buffer *b, const Expr &index, bool firstOk) {
+      if (b->kind != Buffer::Kind::Scratch)
+        return;
+      Row &r = rows[b];
+      ++r.count;
+      r.ok &= sameExpr(index, at);
+      if (!r.started[part])
+        r.ok &= firstOk;
+      r.started[part] = true;
+    };
+    for (const StmtPtr &st : l.body) {
+      // A store's value (and index) is computed before it stores.
+      bool readsOwn = false;
+      walkExprs(*st, [&](const Expr &e) {
+        if (e.kind != Expr::Kind::Load)
+          return;
+        readsOwn |= e.buffer == st->buffer;
+        access(e.buffer, *e.args[0], false);
+      });
+      if (st->buffer)
+        access(st->buffer, *st->index,
+               st->kind == Stmt::Kind::Store && !readsOwn);
+    }
+  }
+
+  static bool storesOnly(const Stmt &s) {
+    return llvm::all_of(s.body, [](const StmtPtr &st) {
+      return st->kind == Stmt::Kind::Store ||
+             st->kind == Stmt::Kind::Accumulate;
+    });
+  }
+
+  /// Shrinks the rows of chunk loop block[n] and the rest loops after it.
+  void shrinkAfter(Block &block, size_t n) {
+    Stmt &chunk = *block[n];
+    int64_t w = chunkWidth(chunk);
+    if (!w)
+      return;
+    const Expr &extent = *chunk.extent->args[0];
+    ExprPtr rest = prim(PrimOp::Rem, extent.clone(), index(w));
+    // In order of first access: the rows' new buffers are numbered so.
+    llvm::MapVector<Buffer *, Row> rows;
+    llvm::SmallVector<Stmt *, 8> loops;
+    for (const StmtPtr &l : chunk.body) {
+      note(*l,
+           *prim(PrimOp::Add, prim(PrimOp::Mul, loopVar(chunk.var), index(w)),
+                 loopVar(l->var)),
+           0, rows);
+      loops.push_back(l.get());
+    }
+    // The rest loops right after N (K5's: the F rows'); a row touched
+    // further on is not one of these.
+    for (size_t t = n + 1; t < block.size(); ++t) {
+      Stmt &tail = *block[t];
+      if (tail.kind != Stmt::Kind::For || !sameExpr(*tail.extent, *rest) ||
+          !storesOnly(tail))
+        break;
+      note(tail,
+           *prim(PrimOp::Add, prim(PrimOp::Sub, extent.clone(), rest->clone()),
+                 loopVar(tail.var)),
+           1, rows);
+      loops.push_back(&tail);
+    }
+    for (auto &[b, r] : rows) {
+      // Every access of the function is one of these (a view counts
+      // twice for its base: never), and the row becomes W elements; or
+      // the others are in loops of their own that set it first, and
+      // these get a row of W of their own.
+      if (!r.ok || b->root() != b)
+        continue;
+      Buffer *to = b;
+      if (r.count == uses[b]) {
+        b->shape = {Dim::known(w)};
+        b->count.reset();
+      } else if (privateTo(b, r.count)) {
+        to = fn.addBuffer(Buffer::Kind::Scratch, b->dtype, {Dim::known(w)},
+                          b->name);
+      } else {
+        continue;
+      }
+      for (Stmt *l : loops)
+        for (StmtPtr &st : l->body) {
+          if (st->buffer == b) {
+            st->buffer = to;
+            st->index = loopVar(l->var);
+          }
+          forEachExprSlot(*st,
+                          [&](ExprPtr &slot) { reindex(slot, b, to, l->var); });
+        }
+    }
+  }
+
+  /// `e` with every load of `b` a load of `to` at `%var`.
+  static void reindex(ExprPtr &e, Buffer *b, Buffer *to, unsigned var) {
+    if (e->kind == Expr::Kind::Load && e->buffer == b) {
+      e->buffer = to;
+      e->args[0] = loopVar(var);
+      return;
+    }
+    for (ExprPtr &a : e->args)
+      reindex(a, b, to, var);
+  }
+};
+
 } // namespace
 
 bool loops::sinkProducers(LoopModule &module, std::string &) {
-  for (auto &fn : module.functions)
+  for (auto &fn : module.functions) {
     Sinker(*fn).run(fn->body, /*top=*/true);
+    ChunkRows(*fn).run();
+  }
   return true;
 }

@@ -567,19 +567,7 @@ bool clangjit::checkExternHeaders(
     ast::Module &module, const ExternOptions &options, SourceManager &sm,
     DiagnosticEngine &diags, llvm::function_ref<void(SourceLoc)> onHeaderBuffer,
     std::vector<CheckedHeader> *checked) {
-  // The externs by header, in order of first appearance.
-  std::vector<std::pair<std::string, std::vector<ast::FnDecl *>>> byHeader;
-  for (ast::DeclPtr &d : module.decls) {
-    auto *fn = llvm::dyn_cast_or_null<ast::FnDecl>(d.get());
-    if (!fn || !fn->isExtern)
-      continue;
-    auto it = llvm::find_if(
-        byHeader, [&](const auto &e) { return e.first == fn->header; });
-    if (it == byHeader.end())
-      byHeader.push_back({fn->header, {fn}});
-    else
-      it->second.push_back(fn);
-  }
+  auto byHeader = externsByHeader(module);
   HeaderChecker checker(options, sm, diags, onHeaderBuffer);
   for (auto &[header, externs] : byHeader)
     checker.checkHeader(header, externs, checked);

@@ -637,3 +637,44 @@ void loops::walkExprs(const Stmt &s, llvm::function_ref<void(const Expr &)> f) {
   for (const auto &[name, e] : s.sizeArgs)
     walkExpr(*e, f);
 }
+
+ExprPtr loops::substituteVar(const Expr &e, unsigned var, const Expr &by) {
+  if (e.kind == Expr::Kind::LoopVar && e.var == var)
+    return by.clone();
+  ExprPtr copy = e.cloneNode();
+  copy->args.reserve(e.args.size());
+  for (const ExprPtr &a : e.args)
+    copy->args.push_back(substituteVar(*a, var, by));
+  return copy;
+}
+
+Block loops::substitutedStores(const Block &stores, unsigned var,
+                               const Expr &by) {
+  Block copies;
+  for (const StmtPtr &s : stores) {
+    auto c = std::make_unique<Stmt>(Stmt::Kind::Store);
+    c->origin = s->origin;
+    c->buffer = s->buffer;
+    c->index = substituteVar(*s->index, var, by);
+    c->value = substituteVar(*s->value, var, by);
+    copies.push_back(std::move(c));
+  }
+  return copies;
+}
+
+void BufferAccesses::add(const Stmt &s) {
+  walkExprs(s, [&](const Expr &e) {
+    if (e.kind == Expr::Kind::Load)
+      reads.insert(e.buffer->root());
+  });
+  if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
+    writes.insert(s.buffer->root());
+  calls |= s.kind == Stmt::Kind::Call || s.kind == Stmt::Kind::KernelCall ||
+           s.kind == Stmt::Kind::Check;
+  for (Buffer *b : s.outputs)
+    writes.insert(b->root());
+  for (Buffer *b : s.inputs)
+    reads.insert(b->root());
+  for (const StmtPtr &c : s.body)
+    add(*c);
+}

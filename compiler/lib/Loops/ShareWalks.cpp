@@ -53,40 +53,6 @@ using namespace gradc::loops;
 
 namespace {
 
-/// `e` with loop variable `var` replaced by (a copy of) `by`.
-ExprPtr substitute(const Expr &e, unsigned var, const Expr &by) {
-  if (e.kind == Expr::Kind::LoopVar && e.var == var)
-    return by.clone();
-  ExprPtr copy = e.cloneNode();
-  copy->args.reserve(e.args.size());
-  for (const ExprPtr &a : e.args)
-    copy->args.push_back(substitute(*a, var, by));
-  return copy;
-}
-
-/// The buffers (by root) that statements read and write.
-struct Access {
-  llvm::DenseSet<const Buffer *> reads, writes;
-  bool opaque = false; ///< a call, kernel or check
-
-  void add(const Stmt &s) {
-    walkExprs(s, [&](const Expr &e) {
-      if (e.kind == Expr::Kind::Load)
-        reads.insert(e.buffer->root());
-    });
-    if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
-      writes.insert(s.buffer->root());
-    opaque |= s.kind == Stmt::Kind::Call || s.kind == Stmt::Kind::KernelCall ||
-              s.kind == Stmt::Kind::Check;
-    for (Buffer *b : s.outputs)
-      writes.insert(b->root());
-    for (Buffer *b : s.inputs)
-      reads.insert(b->root());
-    for (const StmtPtr &c : s.body)
-      add(*c);
-  }
-};
-
 /// The elementwise loop Q of condition 1: what it writes and reads.
 struct Follower {
   llvm::DenseSet<const Buffer *> writes, reads;
@@ -153,8 +119,8 @@ private:
   }
 
   /// Condition 3 for the statements `a`.
-  static bool clearOf(const Access &a, const Follower &q) {
-    if (a.opaque)
+  static bool clearOf(const BufferAccesses &a, const Follower &q) {
+    if (a.calls)
       return false;
     for (const Buffer *b : q.writes)
       if (a.reads.count(b) || a.writes.count(b))
@@ -173,20 +139,6 @@ private:
     });
     for (const StmtPtr &c : s.body)
       intrinsics(*c, out);
-  }
-
-  /// Q's body with %j := `at`.
-  static Block substituted(const Stmt &q, const Expr &at) {
-    Block copies;
-    for (const StmtPtr &s : q.body) {
-      auto c = std::make_unique<Stmt>(Stmt::Kind::Store);
-      c->origin = s->origin;
-      c->buffer = s->buffer;
-      c->index = substitute(*s->index, q.var, at);
-      c->value = substitute(*s->value, q.var, at);
-      copies.push_back(std::move(c));
-    }
-    return copies;
   }
 
   /// Condition 4: a math function of `copies` that `lane` computes too.
@@ -229,7 +181,7 @@ private:
     if (t == block.size())
       return;
     Stmt &tail = *block[t];
-    Access sum, between;
+    BufferAccesses sum, between;
     sum.add(chunk);
     for (size_t i = n + 1; i <= t; ++i)
       sum.add(*block[i]);
@@ -243,12 +195,12 @@ private:
         ExprPtr inChunk =
             prim(PrimOp::Add, prim(PrimOp::Mul, loopVar(chunk.var), index(w)),
                  loopVar(lane.var));
-        Block copies = substituted(cand, *inChunk);
+        Block copies = substitutedStores(cand.body, cand.var, *inChunk);
         if (sharesMath(copies, lane)) {
           ExprPtr inRest = prim(
               PrimOp::Add, prim(PrimOp::Sub, extent.clone(), rest->clone()),
               loopVar(tail.var));
-          Block restCopies = substituted(cand, *inRest);
+          Block restCopies = substitutedStores(cand.body, cand.var, *inRest);
           for (StmtPtr &c : copies)
             lane.body.push_back(std::move(c));
           for (StmtPtr &c : restCopies)

@@ -79,44 +79,6 @@ using namespace gradc::loops;
 
 namespace {
 
-/// `e` with loop variable `var` replaced by (a copy of) `by`.
-ExprPtr substitute(const Expr &e, unsigned var, const Expr &by) {
-  if (e.kind == Expr::Kind::LoopVar && e.var == var)
-    return by.clone();
-  ExprPtr copy = e.cloneNode();
-  copy->args.reserve(e.args.size());
-  for (const ExprPtr &a : e.args)
-    copy->args.push_back(substitute(*a, var, by));
-  return copy;
-}
-
-/// The buffers (by root) that a statement and those in it read and write.
-struct Touches {
-  llvm::DenseSet<const Buffer *> reads, writes;
-  bool calls = false;
-
-  void add(const Stmt &s) {
-    walkExprs(s, [&](const Expr &e) {
-      if (e.kind == Expr::Kind::Load)
-        reads.insert(e.buffer->root());
-    });
-    if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Accumulate)
-      writes.insert(s.buffer->root());
-    if (s.kind == Stmt::Kind::Call || s.kind == Stmt::Kind::KernelCall ||
-        s.kind == Stmt::Kind::Check)
-      calls = true;
-    for (Buffer *b : s.outputs)
-      writes.insert(b->root());
-    for (Buffer *b : s.inputs)
-      reads.insert(b->root());
-    for (const StmtPtr &c : s.body)
-      add(*c);
-  }
-  bool touches(const Buffer *b) const {
-    return reads.count(b) || writes.count(b);
-  }
-};
-
 class Sinker {
 public:
   explicit Sinker(LoopFunction &fn) : fn(fn) {
@@ -212,7 +174,8 @@ private:
 
   /// Whether `s` stays clear of P (condition 3, and the part of
   /// condition 2 that is not about the row buffers' loads).
-  static bool clearOf(const Touches &t, const Producer &p, bool rowsReadOk) {
+  static bool clearOf(const BufferAccesses &t, const Producer &p,
+                      bool rowsReadOk) {
     if (t.calls)
       return false;
     for (const Buffer *b : p.locals)
@@ -244,7 +207,7 @@ private:
   }
 
   static bool readsRows(const Stmt &s, const Producer &p) {
-    Touches t;
+    BufferAccesses t;
     t.add(s);
     return llvm::any_of(p.rows,
                         [&](const Buffer *b) { return t.reads.count(b); });
@@ -252,15 +215,7 @@ private:
 
   /// P's body with %j replaced by `at`, before the statements of `into`.
   void prepend(const Stmt &p, const Expr &at, Block &into) {
-    Block copies;
-    for (const StmtPtr &s : p.body) {
-      auto c = std::make_unique<Stmt>(Stmt::Kind::Store);
-      c->origin = s->origin;
-      c->buffer = s->buffer;
-      c->index = substitute(*s->index, p.var, at);
-      c->value = substitute(*s->value, p.var, at);
-      copies.push_back(std::move(c));
-    }
+    Block copies = substitutedStores(p.body, p.var, at);
     for (StmtPtr &s : into)
       copies.push_back(std::move(s));
     into = std::move(copies);
@@ -274,7 +229,7 @@ private:
     for (size_t i = from; i < block.size(); ++i) {
       if (readsRows(*block[i], prod))
         return i;
-      Touches t;
+      BufferAccesses t;
       t.add(*block[i]);
       if (!clearOf(t, prod, false))
         return block.size();
@@ -327,7 +282,7 @@ private:
       if (!readsAt(*s, prod, *j, found))
         return false;
     }
-    Touches inChunk;
+    BufferAccesses inChunk;
     inChunk.add(chunk);
     if (!lane || !clearOf(inChunk, prod, true))
       return false;
@@ -342,7 +297,7 @@ private:
         prim(PrimOp::Add, prim(PrimOp::Sub, extent.clone(), rest->clone()),
              loopVar(tail.var));
     bool found = false;
-    Touches inTail;
+    BufferAccesses inTail;
     inTail.add(tail);
     if (!readsAt(tail, prod, *jRest, found) || !clearOf(inTail, prod, true))
       return false;

@@ -54,26 +54,6 @@ static std::string absolute(llvm::StringRef path) {
   return std::string(full);
 }
 
-/// The externs of `module` by header, in order of first appearance (the
-/// order the plugin checks them in).
-template <typename DeclT, typename ModuleT>
-static std::vector<std::pair<std::string, std::vector<DeclT *>>>
-externsByHeader(ModuleT &module) {
-  std::vector<std::pair<std::string, std::vector<DeclT *>>> byHeader;
-  for (auto &d : module.decls) {
-    auto *fn = llvm::dyn_cast_or_null<ast::FnDecl>(d.get());
-    if (!fn || !fn->isExtern)
-      continue;
-    auto it = llvm::find_if(
-        byHeader, [&](const auto &e) { return e.first == fn->header; });
-    if (it == byHeader.end())
-      byHeader.push_back({fn->header, {fn}});
-    else
-      it->second.push_back(fn);
-  }
-  return byHeader;
-}
-
 HeaderCheckCache::HeaderCheckCache(std::string directory,
                                    llvm::StringRef pluginPath)
     : directory(std::move(directory)) {
@@ -176,7 +156,7 @@ bool HeaderCheckCache::lookup(ast::Module &module,
                               const clangjit::ExternOptions &options) {
   if (!enabled())
     return false;
-  auto byHeader = externsByHeader<ast::FnDecl>(module);
+  auto byHeader = clangjit::externsByHeader(module);
   std::vector<std::vector<bool>> found;
   for (const auto &[header, externs] : byHeader) {
     std::vector<const ast::FnDecl *> decls(externs.begin(), externs.end());
@@ -202,7 +182,7 @@ void HeaderCheckCache::store(const ast::Module &module,
   llvm::sys::path::append(dir, "header-checks");
   if (llvm::sys::fs::create_directories(dir))
     return;
-  auto byHeader = externsByHeader<const ast::FnDecl>(module);
+  auto byHeader = clangjit::externsByHeader(module);
   for (const clangjit::CheckedHeader &c : checked) {
     auto it = llvm::find_if(byHeader,
                             [&](const auto &e) { return e.first == c.header; });

@@ -25,7 +25,9 @@
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradc::clangjit {
@@ -51,6 +53,28 @@ struct ExternOptions {
 bool getExternCompilerArgs(const ExternOptions &options,
                            llvm::StringRef headerPath,
                            std::vector<std::string> &args, std::string &error);
+
+/// The extern functions of `module` by header, in order of first
+/// appearance: the order in which checkExternHeaders checks them (and the
+/// driver's cache of checks keys them). Inline: the driver, which has no
+/// Clang, needs it too.
+inline std::vector<std::pair<std::string, std::vector<ast::FnDecl *>>>
+externsByHeader(const ast::Module &module) {
+  std::vector<std::pair<std::string, std::vector<ast::FnDecl *>>> byHeader;
+  for (const ast::DeclPtr &d : module.decls) {
+    auto *fn = llvm::dyn_cast_or_null<ast::FnDecl>(d.get());
+    if (!fn || !fn->isExtern)
+      continue;
+    auto it =
+        std::find_if(byHeader.begin(), byHeader.end(),
+                     [&](const auto &e) { return e.first == fn->header; });
+    if (it == byHeader.end())
+      byHeader.push_back({fn->header, {fn}});
+    else
+      it->second.push_back(fn);
+  }
+  return byHeader;
+}
 
 /// A header whose externs all passed the check, and the files Clang read
 /// to parse it (absolute paths: the header, what it includes, and

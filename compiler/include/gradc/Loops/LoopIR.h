@@ -26,6 +26,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -554,6 +555,24 @@ const Expr *sharedWidenedFactor(const Stmt &s);
 /// its base, so that a buffer seen through a view is never taken for one
 /// that a single statement uses).
 BufferTable<unsigned> countUses(const LoopFunction &fn);
+
+/// `e` with loop variable `var` replaced by (a copy of) `by`.
+ExprPtr substituteVar(const Expr &e, unsigned var, const Expr &by);
+/// Copies of `stores` (Store statements) with loop variable `var` replaced
+/// by `by`: the body of a loop moved into another loop (`sink`, `share`).
+Block substitutedStores(const Block &stores, unsigned var, const Expr &by);
+
+/// The buffers (by root) that statements, and the statements in them,
+/// read and write, and whether one calls a function or kernel or checks.
+struct BufferAccesses {
+  llvm::DenseSet<const Buffer *> reads, writes;
+  bool calls = false;
+
+  void add(const Stmt &s);
+  bool touches(const Buffer *b) const {
+    return reads.count(b) || writes.count(b);
+  }
+};
 
 /// Walks every statement of a block, nested ones included, in order.
 void walk(const Block &block, llvm::function_ref<void(const Stmt &)> f);

@@ -375,12 +375,14 @@ bool loops::isLaneLoop(const Stmt &s) {
     // vectorisation could reorder it (as isDotLoop).
     if (st->kind == Stmt::Kind::Accumulate && !usesVar(*st->index, s.var))
       return false;
-    // 16 lanes are the f32 ones of accumulate = "f32".
+    // 16 lanes are the f32 ones of accumulate = "f32", or the terms of
+    // two chunks of 8 f64 lanes (PairChunks.cpp), stored as f64.
     lanes |= st->buffer && st->buffer->kind == Buffer::Kind::Stack &&
              st->index->kind == Expr::Kind::LoopVar &&
              st->index->var == s.var &&
              (isIndexConst(*s.extent, ir::reductionLanes) ||
-              st->buffer->dtype == DType::F32);
+              st->buffer->dtype == DType::F32 ||
+              (st->kind == Stmt::Kind::Store && st->buffer->pairedTerms));
     walkExprs(*st, [&](const Expr &e) { loads |= e.kind == Expr::Kind::Load; });
   }
   // A loop that only sets the lanes (to 0, to -inf) vectorises anyway.

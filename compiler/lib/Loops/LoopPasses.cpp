@@ -48,6 +48,11 @@ const LoopPass loopPasses[] = {
      "is used row by row, and shrinks a scratch buffer used one row at a "
      "time to one row (MergeLoops.cpp)",
      mergeLoops},
+    {"pair",
+     "runs two chunks of a sum in 8 f64 lanes whose terms compute an f32 "
+     "math function as one step of 16 elements, the lanes added in order "
+     "(PairChunks.cpp)",
+     pairChunks},
     {"parallel",
      "marks outermost loops whose iterations are independent, with their "
      "private buffers and estimated work (Parallel.cpp)",

@@ -161,6 +161,10 @@ struct Buffer {
   /// keeps `old` unless the new value is greater or NaN there
   /// (laneExtremum): one vmaxps merge-masked into the new value.
   bool zeroSignFree = false;
+  /// For the terms of two chunks of a sum in 8 f64 lanes (`pair`,
+  /// PairChunks.cpp): the loop over 16 that stores them is a lane loop
+  /// (isLaneLoop), which the printers vectorise as 16 floats.
+  bool pairedTerms = false;
   /// For Scratch whose length no tensor type gives (the snapshots of a
   /// checkpointed loop): its element count, an index expression of the
   /// function's size names only, and `shape` is empty. Such a buffer is
@@ -477,7 +481,8 @@ struct LoopModule {
 /// Whether `s` is a loop over the lanes of a reduction (docs/IR.md: f32
 /// sums in 8 f64 lanes, or in 16 f32 lanes with accumulate = "f32"; the
 /// lane max): a loop over exactly ir::reductionLanes (or
-/// ir::reductionLanesF32, into an f32 buffer), with no loop, call or check
+/// ir::reductionLanesF32, into an f32 buffer or storing paired terms,
+/// Buffer::pairedTerms), with no loop, call or check
 /// inside, that stores or accumulates into a stack buffer at its own index,
 /// `lanes[i] += f64(x[... + i])` (the fused producers of the summand in
 /// locals before it), and reads memory (not the loop that sets the lanes

@@ -89,6 +89,9 @@ bool shareWalks(LoopModule &module, std::string &error);
 /// `inplace`: a scratch row that the row's last loop reads to store the
 /// output's row lives in that output row (InPlace.cpp).
 bool keepRowsInPlace(LoopModule &module, std::string &error);
+/// `pair`: two chunks of a sum in 8 f64 lanes, when its terms compute an
+/// f32 math function, run as one step of 16 elements (PairChunks.cpp).
+bool pairChunks(LoopModule &module, std::string &error);
 /// `plan`: the stack threshold, lifetimes and slot reuse (PlanBuffers.cpp).
 bool planBuffers(LoopModule &module, std::string &error);
 
@@ -116,7 +119,7 @@ bool runLoopPasses(LoopModule &module, llvm::StringRef names,
 
 /// The passes that the `loops-opt` backend runs: every loop pass.
 constexpr const char *defaultLoopPipeline =
-    "fuse,expand,merge,hoist,jam,sink,share,inplace,plan,parallel";
+    "fuse,expand,merge,hoist,jam,sink,share,inplace,pair,plan,parallel";
 
 /// Lowers `module`, verifies it, runs defaultLoopPipeline and verifies the
 /// result: what both backends print. The passes are verified once at the

@@ -43,9 +43,6 @@
 
 #include "gradc/IR/Interpreter.h"
 
-#include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/STLExtras.h"
-
 using namespace gradc;
 using namespace gradc::loops;
 
